@@ -1,0 +1,491 @@
+"""The transcript's data model: immutable message bodies, flags, directives and events.
+
+Everything here is a frozen `msgspec.Struct` and a pure value; identity and persistence are the
+store's concern, and this module imports nothing of it. Tagged unions use explicit, stable tag
+strings (`kind`), never class names, so renaming a class never orphans a stored row. Every struct
+omits defaults when encoded, so adding a field with a default never changes the bytes (or hashes)
+of what is already stored.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+
+from transcript.errors import InvalidMessage
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+MessageKind: TypeAlias = Literal["message", "summary", "meta"]
+ROLES: Final = ("system", "user", "assistant", "tool")
+
+
+class _Value(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Base of the plain values below: frozen, keyword-only, defaults omitted on the wire."""
+
+
+class _Part(_Value, tag_field="kind"):
+    """Base of the message part kinds (a tagged union on `kind`)."""
+
+
+class TextPart(_Part, tag="text"):
+    """Plain text."""
+
+    text: str
+
+
+class ImagePart(_Part, tag="image"):
+    """An image, as a media type and a base64 payload (never tokenized)."""
+
+    media_type: str
+    data: str
+
+
+class DocumentPart(_Part, tag="document"):
+    """A document such as a PDF, as a media type and a base64 payload (never tokenized)."""
+
+    media_type: str
+    data: str
+    title: str | None = None
+
+
+class ReasoningPart(_Part, tag="reasoning"):
+    """Model reasoning; `signature` is the provider's proof that it was not edited."""
+
+    text: str
+    signature: str | None = None
+
+
+class RedactedReasoningPart(_Part, tag="redacted_reasoning"):
+    """Reasoning the provider returned encrypted: opaque data to send back unchanged."""
+
+    data: str
+
+
+class ToolCall(_Part, tag="tool_call"):
+    """A call the model made: parsed JSON `input`, or `raw_input` exactly as produced when not JSON."""
+
+    id: str
+    name: str
+    input: Any = msgspec.field(default_factory=dict)
+    raw_input: str | None = None
+
+    @classmethod
+    def from_arguments(cls, *, id: str, name: str, arguments: str) -> ToolCall:
+        """A call from a provider's argument string: parsed when it is JSON, kept raw when not."""
+        try:
+            value = msgspec.json.decode(arguments)
+        except msgspec.DecodeError:
+            return cls(id=id, name=name, input=None, raw_input=arguments)
+        return cls(id=id, name=name, input=value)
+
+    @property
+    def arguments(self) -> str:
+        """The call's arguments as a string: the raw text, or the input encoded as JSON."""
+        if self.raw_input is not None:
+            return self.raw_input
+        return msgspec.json.encode(self.input).decode()
+
+
+ResultContent: TypeAlias = TextPart | ImagePart | DocumentPart
+
+
+class ToolResult(_Part, tag="tool_result"):
+    """The result of one tool call; `content` is a string or a list of text/media parts."""
+
+    call_id: str
+    content: str | tuple[ResultContent, ...]
+    name: str | None = None
+    is_error: bool = False
+
+    @property
+    def text(self) -> str:
+        """The result's text (media parts left out)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+Part: TypeAlias = TextPart | ImagePart | DocumentPart | ReasoningPart | RedactedReasoningPart | ToolCall | ToolResult
+
+_ALLOWED_PARTS: Final[dict[str, tuple[type[_Part], ...]]] = {
+    "system": (TextPart,),
+    "user": (TextPart, ImagePart, DocumentPart),
+    "assistant": (TextPart, ReasoningPart, RedactedReasoningPart, ToolCall),
+    "tool": (ToolResult,),
+}
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+class _IdClock:
+    """UUIDv7 source: 48-bit milliseconds, then a counter that keeps ids in one process ordered."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last_ms = 0
+        self._counter = 0
+
+    def next(self) -> str:
+        with self._lock:
+            ms = time.time_ns() // 1_000_000
+            if ms > self._last_ms:
+                self._last_ms = ms
+                self._counter = int.from_bytes(os.urandom(2), "big") & 0x7FF
+            else:
+                self._counter += 1
+                if self._counter > 0xFFF:
+                    self._last_ms += 1
+                    self._counter = 0
+            ms = self._last_ms
+            rand_b = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+            value = (ms << 80) | (0x7 << 76) | (self._counter << 64) | (0b10 << 62) | rand_b
+        h = f"{value:032x}"
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_ID_CLOCK = _IdClock()
+
+
+def new_message_id() -> str:
+    """A new time-ordered message id (UUIDv7 text form)."""
+    return _ID_CLOCK.next()
+
+
+class Message(_Value):
+    """An immutable message body. It belongs to no session by itself, so forks can share it.
+
+    `kind` is `summary` for a compaction summary (role `user`, rendered before `anchor`) and `meta`
+    for expanded command text; neither is ever taken for a new user turn.
+    """
+
+    id: str
+    role: Role
+    parts: tuple[Part, ...]
+    created_at: datetime
+    kind: MessageKind = "message"
+    anchor: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @classmethod
+    def system(cls, text: str, *, id: str | None = None, created_at: datetime | None = None) -> Message:
+        """A system message with one text part."""
+        return cls._make("system", [TextPart(text=text)], id, created_at)
+
+    @classmethod
+    def user(
+        cls,
+        content: str | Sequence[TextPart | ImagePart | DocumentPart],
+        *,
+        id: str | None = None,
+        created_at: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Message:
+        """A user message from text, or from text and media parts."""
+        parts: list[Part] = [TextPart(text=content)] if isinstance(content, str) else list(content)
+        return cls._make("user", parts, id, created_at, metadata=metadata)
+
+    @classmethod
+    def assistant(
+        cls,
+        text: str = "",
+        tool_calls: Iterable[ToolCall] = (),
+        *,
+        reasoning: Sequence[ReasoningPart | RedactedReasoningPart] = (),
+        id: str | None = None,
+        created_at: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Message:
+        """An assistant message: optional reasoning, then text (if any), then tool calls."""
+        parts: list[Part] = list(reasoning)
+        if text:
+            parts.append(TextPart(text=text))
+        parts.extend(tool_calls)
+        return cls._make("assistant", parts, id, created_at, metadata=metadata)
+
+    @classmethod
+    def tool_result(
+        cls,
+        call_id: str,
+        content: str | Sequence[ResultContent],
+        name: str | None = None,
+        is_error: bool = False,
+        *,
+        id: str | None = None,
+        created_at: datetime | None = None,
+    ) -> Message:
+        """A tool message answering the call `call_id`."""
+        body = content if isinstance(content, str) else tuple(content)
+        part = ToolResult(call_id=call_id, content=body, name=name, is_error=is_error)
+        return cls._make("tool", [part], id, created_at)
+
+    @classmethod
+    def _make(
+        cls,
+        role: Role,
+        parts: list[Part],
+        id: str | None,
+        created_at: datetime | None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Message:
+        message = cls(
+            id=id if id is not None else new_message_id(),
+            role=role,
+            parts=tuple(parts),
+            created_at=created_at if created_at is not None else utc_now(),
+            metadata=dict(metadata) if metadata else None,
+        )
+        check_message(message)
+        return message
+
+    @property
+    def text(self) -> str:
+        """The message's text parts joined (tool results' text for tool messages)."""
+        chunks = []
+        for part in self.parts:
+            if isinstance(part, TextPart):
+                chunks.append(part.text)
+            elif isinstance(part, ToolResult):
+                chunks.append(part.text)
+        return "".join(chunks)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The tool calls this message makes, in order."""
+        return tuple(p for p in self.parts if isinstance(p, ToolCall))
+
+    @property
+    def tool_results(self) -> tuple[ToolResult, ...]:
+        """The tool results this message carries, in order."""
+        return tuple(p for p in self.parts if isinstance(p, ToolResult))
+
+
+_MESSAGE_ENCODER: Final = msgspec.json.Encoder()
+_MESSAGE_DECODER: Final = msgspec.json.Decoder(Message)
+
+
+def encode_message(message: Message) -> bytes:
+    """The canonical JSON bytes of a message (what the store keeps as the body)."""
+    return _MESSAGE_ENCODER.encode(message)
+
+
+def decode_message(data: bytes) -> Message:
+    """A message from its canonical JSON bytes, types validated."""
+    return _MESSAGE_DECODER.decode(data)
+
+
+def normalize_message(message: Message) -> tuple[Message, bytes]:
+    """Check a message and return (the message as it will be read back, its canonical bytes).
+
+    The store keeps exactly these bytes and the live process keeps exactly this object, so what a
+    resumed process reads back is byte for byte what the live one served. Raises `InvalidMessage`.
+    """
+    if not isinstance(message, Message):
+        raise InvalidMessage(f"expected a Message, got {type(message).__name__}")
+    for part in message.parts if isinstance(message.parts, (tuple, list)) else ():
+        if isinstance(part, ToolCall):
+            _check_json_value(part.input, f"message {message.id!r}: tool call {part.id!r} input")
+    if message.metadata is not None:
+        _check_json_value(message.metadata, f"message {message.id!r}: metadata")
+    try:
+        data = _MESSAGE_ENCODER.encode(message)
+    except UnicodeEncodeError as exc:
+        raise InvalidMessage(
+            f"message {_safe_id(message)}: text is not valid Unicode (lone surrogate at position "
+            f"{exc.start} of a string); nothing was stored"
+        ) from exc
+    except (TypeError, OverflowError) as exc:
+        raise InvalidMessage(f"message {_safe_id(message)}: cannot be encoded: {exc}") from exc
+    try:
+        normal = _MESSAGE_DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise InvalidMessage(f"message {_safe_id(message)}: {exc}") from exc
+    check_message(normal)
+    return normal, data
+
+
+def check_message(message: Message) -> None:
+    """Check the rules a well-formed message keeps; raises `InvalidMessage` naming the first broken one."""
+    where = f"message {_safe_id(message)}"
+    if not isinstance(message.id, str) or not message.id or len(message.id) > 256:
+        raise InvalidMessage(f"{where}: id must be a non-empty string of at most 256 characters")
+    if message.role not in _ALLOWED_PARTS:
+        raise InvalidMessage(f"{where}: unknown role {message.role!r} (expected one of {', '.join(ROLES)})")
+    if not isinstance(message.created_at, datetime) or message.created_at.tzinfo is None:
+        raise InvalidMessage(f"{where}: created_at must be a timezone-aware datetime")
+    if message.kind not in ("message", "summary", "meta"):
+        raise InvalidMessage(f"{where}: unknown kind {message.kind!r}")
+    if message.kind == "summary" and message.role != "user":
+        raise InvalidMessage(f"{where}: a summary message must have role 'user'")
+    if message.anchor is not None and message.kind != "summary":
+        raise InvalidMessage(f"{where}: only a summary message has an anchor")
+    if not message.parts:
+        raise InvalidMessage(f"{where}: a message needs at least one part")
+    allowed = _ALLOWED_PARTS[message.role]
+    call_ids: set[str] = set()
+    for index, part in enumerate(message.parts):
+        if not isinstance(part, allowed):
+            kind = getattr(part, "kind", type(part).__name__)
+            raise InvalidMessage(f"{where}: part {index} ({kind}) is not allowed in a {message.role} message")
+        if isinstance(part, ToolCall):
+            if not part.id or not part.name:
+                raise InvalidMessage(f"{where}: tool call {index} needs a non-empty id and name")
+            if part.id in call_ids:
+                raise InvalidMessage(f"{where}: tool call id {part.id!r} is used twice in one message")
+            call_ids.add(part.id)
+            if part.raw_input is not None and part.input is not None:
+                raise InvalidMessage(f"{where}: tool call {part.id!r} has both input and raw_input")
+        elif isinstance(part, ToolResult) and not part.call_id:
+            raise InvalidMessage(f"{where}: tool result {index} needs a call id")
+
+
+def _safe_id(message: object) -> str:
+    value = getattr(message, "id", None)
+    return repr(value) if isinstance(value, str) else "<no id>"
+
+
+def _check_json_value(value: object, where: str, depth: int = 0) -> None:
+    """Refuse what JSON cannot carry exactly (NaN, non-string keys, arbitrary objects)."""
+    if depth > 200:
+        raise InvalidMessage(f"{where}: nested deeper than 200 levels")
+    if value is None or isinstance(value, (str, bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidMessage(f"{where}: {value!r} has no JSON form")
+        return
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _check_json_value(item, where, depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidMessage(f"{where}: object key {key!r} is not a string")
+            _check_json_value(item, where, depth + 1)
+        return
+    raise InvalidMessage(f"{where}: {type(value).__name__} is not a JSON value")
+
+
+# --- flags and projection directives -----------------------------------------------------------
+
+DirectiveTarget: TypeAlias = Literal["message", "part", "tool_call"]
+
+
+class DirectiveEntry(_Value):
+    """One instruction of a projection directive, frozen when written.
+
+    `keep_head`/`keep_tail` are copied from the config of the round that wrote it, so later config
+    changes never alter how it renders; `rendered_tokens` is the size of what it renders, counted once.
+    """
+
+    message_id: str
+    target: DirectiveTarget
+    action: str
+    part_index: int | None = None
+    call_id: str | None = None
+    keep_head: int = 0
+    keep_tail: int = 0
+    original_chars: int = 0
+    rendered_tokens: int = 0
+
+
+class ProjectionDirective(_Value):
+    """How one message renders in the model view: a policy version and its entries."""
+
+    policy_version: int
+    entries: tuple[DirectiveEntry, ...]
+
+
+class MessageFlags(_Value):
+    """The marks of a message in one session: the fold of that session's mark events."""
+
+    truncated: bool = False
+    excluded: bool = False
+    projection: ProjectionDirective | None = None
+
+
+NO_FLAGS: Final = MessageFlags()
+
+
+# --- events --------------------------------------------------------------------------------------
+
+
+class _Event(_Value, tag_field="kind"):
+    """Base of the event kinds of a session's log (a tagged union on `kind`)."""
+
+
+class MessageAppended(_Event, tag="message_appended"):
+    """A message joined the session's history at `seq`; `body_hash` is its content hash."""
+
+    seq: int
+    message_id: str
+    body_hash: str
+
+
+class MessageMarked(_Event, tag="message_marked"):
+    """Marks set on one message by `mutate`. Marks only ever go forward: a fold never clears one."""
+
+    message_id: str
+    truncated: bool = False
+    excluded: bool = False
+    projection: ProjectionDirective | None = None
+
+
+Event: TypeAlias = MessageAppended | MessageMarked
+
+EVENT_ENCODER: Final = msgspec.json.Encoder()
+EVENT_DECODER: Final = msgspec.json.Decoder(Event)
+
+
+def apply_mark(flags: MessageFlags, mark: MessageMarked) -> MessageFlags:
+    """The flags after one mark event (the fold step). A directive, once written, is kept."""
+    projection = flags.projection if flags.projection is not None else mark.projection
+    return MessageFlags(
+        truncated=flags.truncated or mark.truncated,
+        excluded=flags.excluded or mark.excluded,
+        projection=projection,
+    )
+
+
+def fold_marks(marks: Iterable[MessageMarked]) -> dict[str, MessageFlags]:
+    """The flags per message id that a sequence of mark events leaves."""
+    flags: dict[str, MessageFlags] = {}
+    for mark in marks:
+        flags[mark.message_id] = apply_mark(flags.get(mark.message_id, NO_FLAGS), mark)
+    return flags
+
+
+# --- what the planner and projection read ---------------------------------------------------------
+
+
+class Entry(_Value):
+    """One message of a session as the planner sees it: position, body, per-part tokens, flags."""
+
+    seq: int
+    message: Message
+    tokens: tuple[int, ...]
+    flags: MessageFlags = NO_FLAGS
+
+    @property
+    def token_count(self) -> int:
+        """Tokens of the whole stored body (sum over parts)."""
+        return sum(self.tokens)
+
+
+class TranscriptSnapshot(_Value):
+    """A session at one version: every entry in `seq` order. The planner's only input."""
+
+    session_id: str
+    version: int
+    entries: tuple[Entry, ...]
+    tokenizer: str

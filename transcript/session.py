@@ -1,0 +1,214 @@
+"""`Transcript`: one session of a store, as an agent loop uses it.
+
+The loop appends messages and asks for `visible_messages()` before every model call. A `Transcript`
+reads its session once, then keeps it in memory and reads only what other writers committed since
+(checked cheaply through SQLite's `data_version`), so a turn costs the same at message 10 and at
+message 10,000.
+
+Concurrency: use one `Transcript` (and its `Store`) per thread. Several processes may write the same
+file, even the same session: each write names the version it expects, the loser of a race gets
+`ConflictError` with nothing written, and its `Transcript` has already caught up, so the loop can
+decide again and retry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from projection.view import View
+from transcript.errors import ConflictError, DuplicateMessage
+from transcript.hashing import body_hash
+from transcript.live import LiveSession
+from transcript.model import Message, MessageAppended, TranscriptSnapshot
+from transcript.store import PreparedMessage, Store
+
+INTERRUPTED_RESULT: Final = "tool execution was interrupted"
+
+
+class Transcript:
+    """One session: append messages, read the model view. Open with `Transcript.open` or `Store.session`."""
+
+    def __init__(self, store: Store, session_id: str, *, owns_store: bool = False) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError("session_id must be a non-empty string")
+        self.store = store
+        self.session_id = session_id
+        self._owns_store = owns_store
+        self._seen: tuple[int, int] | None = None
+        self._live = LiveSession(session_id, store.tokenizer)
+        self._load()
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path | None = None,
+        *,
+        session_id: str,
+        readonly: bool = False,
+        create: bool = True,
+        **options: Any,
+    ) -> Transcript:
+        """Open a file and one of its sessions; closing the transcript closes the file.
+
+        `options` are passed to `Store.open` (`timeout`, `synchronous`, `tokenizer`).
+        """
+        store = Store.open(path, readonly=readonly, **options)
+        try:
+            transcript = store.session(session_id, create=create)
+        except BaseException:
+            store.close()
+            raise
+        transcript._owns_store = True
+        return transcript
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the file if this transcript opened it. Every append is already committed."""
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Transcript:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        self._sync()
+        return len(self._live.entries)
+
+    def __repr__(self) -> str:
+        return f"<Transcript {self.session_id!r} v{self._live.version} in {self.store.path!r}>"
+
+    @property
+    def version(self) -> int:
+        """The session's version (the number of events in its log) as this process last saw it."""
+        return self._live.version
+
+    @property
+    def pending_calls(self) -> tuple[str, ...]:
+        """Ids of the tool calls of the last step that have no result yet."""
+        self._sync()
+        return tuple(self._live.pending)
+
+    # --- writing -----------------------------------------------------------------------------------
+
+    def append(self, message: Message) -> Message:
+        """Append one message (a transaction of its own); returns it as stored."""
+        return self.append_turn([message])[0]
+
+    def append_turn(self, messages: Sequence[Message]) -> list[Message]:
+        """Append several messages in one transaction: all of them are stored, or none.
+
+        Re-appending a message already in this session with the same content is a no-op (safe after
+        a crash left the loop unsure); other content under an existing id raises `DuplicateMessage`.
+        A tool result must answer a pending call, and nothing else may follow unanswered calls.
+        """
+        self._sync()
+        live = self._live
+        prepared: list[PreparedMessage] = []
+        result: list[Message] = []
+        batch: dict[str, PreparedMessage] = {}
+        for message in messages:
+            item = self.store.prepare(message)
+            known = self._known(item, batch)
+            if known is not None:
+                result.append(known)
+                continue
+            batch[item.message.id] = item
+            prepared.append(item)
+            result.append(item.message)
+        if not prepared:
+            return result
+        live.check_order(item.message for item in prepared)
+        first_seq = len(live.entries)
+        events = [
+            MessageAppended(seq=first_seq + i, message_id=item.message.id, body_hash=item.hash)
+            for i, item in enumerate(prepared)
+        ]
+        try:
+            version, reused = self.store.write(self.session_id, live.version, events, batch)
+        except ConflictError:
+            self._sync(force=True)
+            raise
+        for item in prepared:
+            live.add(item.message, reused.get(item.message.id, item.tokens))
+        live.version = version
+        return result
+
+    def _known(self, item: PreparedMessage, batch: dict[str, PreparedMessage]) -> Message | None:
+        """The stored message when this one is a no-op re-append; raises on an id with other content."""
+        message_id = item.message.id
+        earlier = batch.get(message_id)
+        if earlier is not None:
+            existing, existing_hash = earlier.message, earlier.hash
+        elif message_id in self._live.positions:
+            existing = self._live.entries[self._live.positions[message_id]].message
+            existing_hash = body_hash(existing)
+        else:
+            return None
+        if existing_hash != item.hash:
+            raise DuplicateMessage(
+                f"message {message_id!r} is already in session {self.session_id!r} with other content "
+                "(nothing was written)"
+            )
+        return existing
+
+    def repair_interrupted(self) -> list[Message]:
+        """Answer every call left pending (e.g. by a crash) with a synthetic error result.
+
+        History is never edited: the repair is an ordinary append of tool results saying the tool
+        execution was interrupted. Returns the appended messages (none when nothing was pending).
+        """
+        self._sync()
+        repairs = [
+            Message.tool_result(call_id, INTERRUPTED_RESULT, name=name, is_error=True)
+            for call_id, name in self._live.pending.items()
+        ]
+        return self.append_turn(repairs) if repairs else []
+
+    # --- reading -----------------------------------------------------------------------------------
+
+    def messages(self) -> TranscriptSnapshot:
+        """Every message of the session with its per-part token counts and flags: the planner's input."""
+        self._sync()
+        return self._live.snapshot()
+
+    def visible_messages(self) -> View:
+        """The exact view to send to the model now.
+
+        Today this is the canonical view: excluded messages left out, summaries at their anchors,
+        bodies as stored. (Rendering persisted projection directives plugs in here.)
+        """
+        self._sync()
+        return self._live.view()
+
+    def stored_messages(self) -> list[Message]:
+        """The session's full history, every body exactly as stored, in `seq` order."""
+        self._sync()
+        return [entry.message for entry in self._live.entries]
+
+    # --- catching up -------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        loaded = self.store.load(self.session_id)
+        live = self._live
+        for body in loaded.bodies:
+            live.add(body.message, body.tokens)
+        for version, event in loaded.events:
+            live.apply(version, event, {})
+        live.version = loaded.version
+        self._seen = self.store.change_token()
+
+    def _sync(self, *, force: bool = False) -> None:
+        token = self.store.change_token()
+        if token == self._seen and not force:
+            return
+        events, bodies = self.store.read_since(self.session_id, self._live.version)
+        for version, event in events:
+            self._live.apply(version, event, bodies)
+        self._seen = token
+

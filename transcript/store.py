@@ -1,0 +1,389 @@
+"""The event store: one SQLite file, many sessions, nothing ever rewritten.
+
+Bodies are stored once (canonical JSON + content hash + per-part token counts) and shared by every
+session that holds them; a session is its hash-chained event log plus the `seq -> message_id`
+history that its append events describe. Every write is one `BEGIN IMMEDIATE` transaction that first
+checks the session's head against the version the writer expects (optimistic concurrency): the loser
+of a race gets `ConflictError` and nothing of its write is stored.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+import msgspec
+
+from transcript import db, schema
+from transcript.errors import (
+    ConflictError,
+    DuplicateMessage,
+    SchemaError,
+    SessionNotFound,
+    StoreReadOnly,
+    TranscriptError,
+)
+from transcript.hashing import GENESIS, body_hash, event_hash
+from transcript.model import (
+    EVENT_DECODER,
+    EVENT_ENCODER,
+    Event,
+    Message,
+    MessageAppended,
+    decode_message,
+    normalize_message,
+)
+from transcript.tokens import CL100K, TokenCounter, get_counter, message_tokens
+
+if TYPE_CHECKING:
+    from transcript.session import Transcript
+
+_TOKENS_ENCODER: Final = msgspec.json.Encoder()
+_TOKENS_DECODER: Final = msgspec.json.Decoder(tuple[int, ...])
+_IN_CHUNK: Final = 500
+_SYNC_MODES: Final = ("FULL", "EXTRA", "NORMAL", "OFF")
+
+
+class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A session of the store: its id, how many messages its history holds, its version."""
+
+    session_id: str
+    messages: int
+    version: int
+
+
+class PreparedMessage(NamedTuple):
+    """A checked message, ready to store: the value, its canonical bytes, content hash and counts."""
+
+    message: Message
+    data: bytes
+    hash: str
+    tokens: tuple[int, ...]
+
+
+class StoredBody(NamedTuple):
+    """A body as read back: the message and the per-part counts stored with it."""
+
+    message: Message
+    tokens: tuple[int, ...]
+
+
+class LoadedSession(NamedTuple):
+    """A whole session read in one snapshot: its version, history bodies in order, other events."""
+
+    version: int
+    bodies: list[StoredBody]
+    events: list[tuple[int, Event]]
+
+
+class Store:
+    """An open transcript file. Use `Store.open()`; one `Store` per thread."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str, *, readonly: bool, tokenizer: str) -> None:
+        self._conn = conn
+        self.path = path
+        self.readonly = readonly
+        self.tokenizer = tokenizer
+        self._counter: TokenCounter | None = None
+        self._local_writes = 0
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path | None = None,
+        *,
+        readonly: bool = False,
+        timeout: float = 5.0,
+        synchronous: str = "FULL",
+        tokenizer: str = CL100K,
+    ) -> Store:
+        """Open (and, unless read-only, create or migrate) a store.
+
+        `path` defaults to `$TRANSCRIPT_DB` or `./transcript.db`; `":memory:"` is a private in-memory
+        store. `synchronous="FULL"` makes every committed turn survive power loss; `"NORMAL"` trades
+        that for speed. `timeout` is how long a writer waits for another's lock before `StoreLocked`.
+        `tokenizer` is `cl100k_base` (exact) or `chars/4` (an estimate, only when asked for).
+        """
+        sync = synchronous.upper()
+        if sync not in _SYNC_MODES:
+            raise ValueError(f"synchronous must be one of {', '.join(_SYNC_MODES)}, not {synchronous!r}")
+        get_counter(tokenizer)
+        target = str(path) if path is not None else db.default_path()
+        conn = db.connect(target, readonly=readonly, timeout=timeout, synchronous=sync)  # type: ignore[arg-type]
+        try:
+            with db.translated(f"opening {target}"):
+                if schema.check(conn, can_migrate=not readonly):
+                    schema.migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, target, readonly=readonly, tokenizer=tokenizer)
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection. Committed work is already durable; nothing else is pending."""
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.readonly else "read-write"
+        return f"<Store {self.path!r} {mode}>"
+
+    # --- sessions ----------------------------------------------------------------------------------
+
+    def sessions(self) -> list[SessionInfo]:
+        """Every session in the file, by id, with its message count and version."""
+        with db.translated("listing sessions"):
+            versions = dict(
+                self._conn.execute("SELECT session_id, max(version) FROM events GROUP BY session_id").fetchall()
+            )
+            counts = dict(
+                self._conn.execute("SELECT session_id, count(*) FROM history GROUP BY session_id").fetchall()
+            )
+        return [
+            SessionInfo(session_id=sid, messages=counts.get(sid, 0), version=version)
+            for sid, version in sorted(versions.items())
+        ]
+
+    def has_session(self, session_id: str) -> bool:
+        """Whether the file holds any event of this session."""
+        return self.head(session_id)[0] > 0
+
+    def session(self, session_id: str, *, create: bool = True) -> Transcript:
+        """The `Transcript` of one session (created by its first append unless `create=False`)."""
+        from transcript.session import Transcript
+
+        if (not create or self.readonly) and not self.has_session(session_id):
+            raise SessionNotFound(f"no session {session_id!r} in {self.path}")
+        return Transcript(self, session_id)
+
+    # --- reads -------------------------------------------------------------------------------------
+
+    def head(self, session_id: str) -> tuple[int, str]:
+        """The session's latest version and event hash (0 and the genesis hash when empty)."""
+        with db.translated(f"reading session {session_id!r}"):
+            row = self._conn.execute(
+                "SELECT version, hash FROM events WHERE session_id = ? ORDER BY version DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+        return (row[0], row[1]) if row else (0, GENESIS)
+
+    def change_token(self) -> tuple[int, int]:
+        """Changes whenever anything may have been committed to the file since it was last read."""
+        with db.translated("checking for changes"):
+            (data_version,) = self._conn.execute("PRAGMA data_version").fetchone()
+        return data_version, self._local_writes
+
+    def load(self, session_id: str) -> LoadedSession:
+        """The whole session, read in one consistent snapshot."""
+        with db.translated(f"loading session {session_id!r}"), self._read_snapshot():
+            version = self.head(session_id)[0]
+            rows = self._conn.execute(
+                "SELECT b.body, b.tokens FROM history AS h JOIN bodies AS b ON b.message_id = h.message_id "
+                "WHERE h.session_id = ? ORDER BY h.seq",
+                (session_id,),
+            )
+            bodies = [StoredBody(decode_message(body), _TOKENS_DECODER.decode(tokens)) for body, tokens in rows]
+            events = self._decode_events(
+                self._conn.execute(
+                    "SELECT version, payload FROM events WHERE session_id = ? AND kind <> 'message_appended' "
+                    "ORDER BY version",
+                    (session_id,),
+                )
+            )
+        return LoadedSession(version, bodies, events)
+
+    def read_since(self, session_id: str, version: int) -> tuple[list[tuple[int, Event]], dict[str, StoredBody]]:
+        """Events after `version`, and the bodies their appends refer to."""
+        with db.translated(f"reading session {session_id!r}"), self._read_snapshot():
+            events = self._decode_events(
+                self._conn.execute(
+                    "SELECT version, payload FROM events WHERE session_id = ? AND version > ? ORDER BY version",
+                    (session_id, version),
+                )
+            )
+            ids = [event.message_id for _, event in events if isinstance(event, MessageAppended)]
+            bodies = self.read_bodies(ids)
+        return events, bodies
+
+    def read_bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:
+        """Bodies by message id (ids not in the store are left out)."""
+        found: dict[str, StoredBody] = {}
+        with db.translated("reading bodies"):
+            for start in range(0, len(message_ids), _IN_CHUNK):
+                chunk = message_ids[start : start + _IN_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                for message_id, body, tokens in self._conn.execute(
+                    f"SELECT message_id, body, tokens FROM bodies WHERE message_id IN ({marks})", chunk
+                ):
+                    found[message_id] = StoredBody(decode_message(body), _TOKENS_DECODER.decode(tokens))
+        return found
+
+    def _decode_events(self, rows: Iterable[tuple[int, bytes]]) -> list[tuple[int, Event]]:
+        events = []
+        for version, payload in rows:
+            try:
+                events.append((version, EVENT_DECODER.decode(payload)))
+            except msgspec.ValidationError as exc:
+                raise SchemaError(
+                    f"event {version} cannot be read ({exc}); it was probably written by a newer "
+                    "transcript-store"
+                ) from exc
+        return events
+
+    def _read_snapshot(self) -> _ReadSnapshot:
+        return _ReadSnapshot(self._conn)
+
+    # --- writes ------------------------------------------------------------------------------------
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter of this store's tokenizer (it loads its data on first use)."""
+        if self._counter is None:
+            self._counter = get_counter(self.tokenizer)
+        return self._counter
+
+    def prepare(self, message: Message) -> PreparedMessage:
+        """Check, normalize, hash and count a message, outside any transaction."""
+        normal, data = normalize_message(message)
+        return PreparedMessage(normal, data, body_hash(normal), message_tokens(normal, self.counter))
+
+    def write(
+        self,
+        session_id: str,
+        expected_version: int,
+        events: Sequence[Event],
+        bodies: Mapping[str, PreparedMessage] | None = None,
+    ) -> tuple[int, dict[str, tuple[int, ...]]]:
+        """Append events to a session in one transaction; returns (new version, reused bodies' counts).
+
+        Each `MessageAppended` event also writes its history row and, unless the store already holds
+        it, its body (from `bodies`). Raises `ConflictError` when the session is not at
+        `expected_version`, `DuplicateMessage` when an id is stored with other content.
+        """
+        if self.readonly:
+            raise StoreReadOnly(f"{self.path} is open read-only; nothing was written")
+        if not events:
+            return expected_version, {}
+        bodies = bodies or {}
+        recorded_at = datetime.now(UTC).isoformat(timespec="microseconds")
+        conn = self._conn
+        reused: dict[str, tuple[int, ...]] = {}
+        with db.translated(f"writing to session {session_id!r}"), self._transaction():
+            version, prev = self.head(session_id)
+            if version != expected_version:
+                raise ConflictError(
+                    f"session {session_id!r} is at version {version}, this write expected "
+                    f"{expected_version}; nothing was written (catch up and retry)"
+                )
+            for event in events:
+                version += 1
+                if isinstance(event, MessageAppended):
+                    stored = self._insert_body(event, bodies.get(event.message_id))
+                    if stored is not None:
+                        reused[event.message_id] = stored
+                    try:
+                        conn.execute(
+                            "INSERT INTO history (session_id, seq, message_id) VALUES (?, ?, ?)",
+                            (session_id, event.seq, event.message_id),
+                        )
+                    except sqlite3.IntegrityError as exc:
+                        raise ConflictError(
+                            f"session {session_id!r} already has a message at seq {event.seq}"
+                        ) from exc
+                payload = EVENT_ENCODER.encode(event)
+                prev = event_hash(prev, session_id, version, recorded_at, payload)
+                conn.execute(
+                    "INSERT INTO events (session_id, version, kind, recorded_at, payload, hash) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (session_id, version, _kind(event), recorded_at, payload, prev),
+                )
+        self._local_writes += 1
+        return version, reused
+
+    def _insert_body(self, event: MessageAppended, prepared: PreparedMessage | None) -> tuple[int, ...] | None:
+        """Store a body once; returns the stored counts when the body was already there."""
+        if prepared is not None:
+            if prepared.hash != event.body_hash:
+                raise TranscriptError(f"internal: body hash of {event.message_id!r} does not match its event")
+            cursor = self._conn.execute(
+                "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (message_id) DO NOTHING",
+                (event.message_id, prepared.hash, self.tokenizer, _TOKENS_ENCODER.encode(prepared.tokens), prepared.data),
+            )
+            if cursor.rowcount == 1:
+                return None
+        row = self._conn.execute(
+            "SELECT hash, tokens FROM bodies WHERE message_id = ?", (event.message_id,)
+        ).fetchone()
+        if row is None:
+            raise TranscriptError(f"internal: no body for appended message {event.message_id!r}")
+        if row[0] != event.body_hash:
+            raise DuplicateMessage(
+                f"message {event.message_id!r} is already stored with other content; message ids are "
+                "unique in a store (nothing was written)"
+            )
+        return _TOKENS_DECODER.decode(row[1])
+
+    def _transaction(self) -> _WriteTransaction:
+        return _WriteTransaction(self._conn)
+
+    def execute_raw(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one read-only SQL statement (for tools such as `verify`); returns all rows."""
+        with db.translated("running a query"):
+            return self._conn.execute(sql, params).fetchall()
+
+    def iterdump(self) -> Iterator[str]:
+        """The file's content as SQL text (what tests compare to prove a file was left as it was)."""
+        with db.translated("dumping the store"):
+            yield from self._conn.iterdump()
+
+
+def _kind(event: Event) -> str:
+    return event.__struct_config__.tag  # type: ignore[return-value]
+
+
+class _WriteTransaction:
+    """`BEGIN IMMEDIATE` ... `COMMIT`, rolled back on any exception."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        if exc_type is None:
+            try:
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        else:
+            self._rollback()
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+
+class _ReadSnapshot(_WriteTransaction):
+    """A deferred read transaction: every statement inside sees the same committed state."""
+
+    def __enter__(self) -> None:
+        self._began = not self._conn.in_transaction
+        if self._began:
+            self._conn.execute("BEGIN")
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        if self._began:
+            self._rollback()

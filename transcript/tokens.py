@@ -1,0 +1,158 @@
+"""Token counting, done once per part when a message is appended and never when a view renders.
+
+The default counter is `cl100k_base`, loaded lazily from the rank file shipped inside this package
+(no network) and verified against its published sha256. Counting uses `encode_ordinary`, so text such
+as `<|endoftext|>` inside tool output is ordinary text. Text over `CHUNK_CHARS` is counted in chunks
+of that size: tiktoken's cost on one huge piece without whitespace grows much faster than linearly,
+and chunking bounds time and memory at the price of at most one token per chunk boundary.
+
+Base64 media are never tokenized; they are estimated by `media_tokens` (documented rule below).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from importlib import resources
+from typing import TYPE_CHECKING, Final, Protocol
+
+from transcript.model import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    RedactedReasoningPart,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
+
+if TYPE_CHECKING:
+    import tiktoken
+
+CL100K: Final = "cl100k_base"
+CHARS_PER_TOKEN: Final = "chars/4"
+CHUNK_CHARS: Final = 65_536
+CL100K_SHA256: Final = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+# The split pattern and special tokens tiktoken defines for cl100k_base (tiktoken_ext.openai_public).
+_CL100K_PATTERN: Final = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|"""
+    r"""\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_CL100K_SPECIAL: Final = {
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
+# Media estimate: an image costs what a provider charges for a full-size one (~1.15 MP / 750 px per
+# token); a document costs that much per started 100 KB of decoded payload (roughly one PDF page).
+IMAGE_TOKENS: Final = 1_600
+DOCUMENT_TOKENS_PER_100KB: Final = 1_600
+
+
+class TokenCounter(Protocol):
+    """Counts the tokens of a text. `name` is recorded beside every stored count."""
+
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+class Cl100kCounter:
+    """Exact `cl100k_base` counts from the packaged rank file; the encoding loads on first use."""
+
+    name = CL100K
+
+    def __init__(self) -> None:
+        self._encoding: tiktoken.Encoding | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> tiktoken.Encoding:
+        with self._lock:
+            if self._encoding is None:
+                import tiktoken
+                from tiktoken.load import load_tiktoken_bpe
+
+                path = resources.files("transcript") / "data" / "cl100k_base.tiktoken"
+                with resources.as_file(path) as file:
+                    ranks = load_tiktoken_bpe(str(file), expected_hash=CL100K_SHA256)
+                self._encoding = tiktoken.Encoding(
+                    name=CL100K,
+                    pat_str=_CL100K_PATTERN,
+                    mergeable_ranks=ranks,
+                    special_tokens=_CL100K_SPECIAL,
+                )
+            return self._encoding
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the rank file has been loaded (it is only loaded when something is counted)."""
+        return self._encoding is not None
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        encoding = self._encoding or self._load()
+        if len(text) <= CHUNK_CHARS:
+            return len(encoding.encode_ordinary(text))
+        return sum(
+            len(encoding.encode_ordinary(text[start : start + CHUNK_CHARS]))
+            for start in range(0, len(text), CHUNK_CHARS)
+        )
+
+
+class CharEstimate:
+    """A rough estimate, one token per four characters; used only when configured."""
+
+    name = CHARS_PER_TOKEN
+
+    def count(self, text: str) -> int:
+        return (len(text) + 3) // 4
+
+
+_SHARED: dict[str, TokenCounter] = {}
+
+
+def get_counter(name: str = CL100K) -> TokenCounter:
+    """The process-wide counter for a tokenizer name (`cl100k_base` or `chars/4`)."""
+    if name not in _SHARED:
+        if name == CL100K:
+            _SHARED[name] = Cl100kCounter()
+        elif name == CHARS_PER_TOKEN:
+            _SHARED[name] = CharEstimate()
+        else:
+            raise ValueError(f"unknown tokenizer {name!r} (expected {CL100K!r} or {CHARS_PER_TOKEN!r})")
+    return _SHARED[name]
+
+
+def media_tokens(part: ImagePart | DocumentPart) -> int:
+    """The documented estimate for a media part, from its payload size alone."""
+    if isinstance(part, ImagePart):
+        return IMAGE_TOKENS
+    decoded_bytes = len(part.data) * 3 // 4
+    return max(1, math.ceil(decoded_bytes / 102_400)) * DOCUMENT_TOKENS_PER_100KB
+
+
+def part_tokens(part: Part, counter: TokenCounter) -> int:
+    """Tokens of one part as the model would read it."""
+    if isinstance(part, (TextPart, ReasoningPart)):
+        return counter.count(part.text)
+    if isinstance(part, ToolCall):
+        return counter.count(part.name) + counter.count(part.arguments)
+    if isinstance(part, ToolResult):
+        if isinstance(part.content, str):
+            return counter.count(part.content)
+        return sum(part_tokens(inner, counter) for inner in part.content)
+    if isinstance(part, (ImagePart, DocumentPart)):
+        return media_tokens(part)
+    if isinstance(part, RedactedReasoningPart):
+        return CharEstimate().count(part.data)
+    raise TypeError(f"unknown part {type(part).__name__}")
+
+
+def message_tokens(message: Message, counter: TokenCounter) -> tuple[int, ...]:
+    """Per-part token counts of a message, in part order."""
+    return tuple(part_tokens(part, counter) for part in message.parts)
