@@ -33,6 +33,11 @@ class _Value(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 class _Part(_Value, tag_field="kind"):
     """Base of the message part kinds (a tagged union on `kind`)."""
 
+    @property
+    def kind(self) -> str:
+        """The part's stable tag string (`text`, `tool_call`, ...)."""
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
 
 class TextPart(_Part, tag="text"):
     """Plain text."""
@@ -291,6 +296,8 @@ def normalize_message(message: Message) -> tuple[Message, bytes]:
     """
     if not isinstance(message, Message):
         raise InvalidMessage(f"expected a Message, got {type(message).__name__}")
+    if message.role not in ROLES:
+        raise InvalidMessage(f"message {_safe_id(message)}: unknown role {message.role!r} (expected one of {', '.join(ROLES)})")
     for part in message.parts if isinstance(message.parts, (tuple, list)) else ():
         if isinstance(part, ToolCall):
             _check_json_value(part.input, f"message {message.id!r}: tool call {part.id!r} input")
@@ -422,6 +429,11 @@ NO_FLAGS: Final = MessageFlags()
 
 class _Event(_Value, tag_field="kind"):
     """Base of the event kinds of a session's log (a tagged union on `kind`)."""
+
+    @property
+    def kind(self) -> str:
+        """The event's stable tag string, also stored in the `events.kind` column."""
+        return self.__struct_config__.tag  # type: ignore[return-value]
 
 
 class MessageAppended(_Event, tag="message_appended"):

@@ -106,8 +106,11 @@ class Transcript:
         Re-appending a message already in this session with the same content is a no-op (safe after
         a crash left the loop unsure); other content under an existing id raises `DuplicateMessage`.
         A tool result must answer a pending call, and nothing else may follow unanswered calls.
+
+        The write expects the session to be at the version this transcript last read: when another
+        writer appended since, it raises `ConflictError`, nothing is written, and this transcript has
+        caught up, so the loop can look at the new state and retry.
         """
-        self._sync()
         live = self._live
         prepared: list[PreparedMessage] = []
         result: list[Message] = []

@@ -305,7 +305,7 @@ class Store:
                 conn.execute(
                     "INSERT INTO events (session_id, version, kind, recorded_at, payload, hash) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    (session_id, version, _kind(event), recorded_at, payload, prev),
+                    (session_id, version, event.kind, recorded_at, payload, prev),
                 )
         self._local_writes += 1
         return version, reused
@@ -346,10 +346,6 @@ class Store:
         """The file's content as SQL text (what tests compare to prove a file was left as it was)."""
         with db.translated("dumping the store"):
             yield from self._conn.iterdump()
-
-
-def _kind(event: Event) -> str:
-    return event.__struct_config__.tag  # type: ignore[return-value]
 
 
 class _WriteTransaction:

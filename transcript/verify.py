@@ -166,9 +166,8 @@ def _check_session(conn: sqlite3.Connection, session_id: str, hashes: dict[str, 
         except msgspec.DecodeError as exc:
             report("event_unreadable", str(exc))
             continue
-        tag = event.__struct_config__.tag
-        if tag != kind:
-            report("event_kind", f"kind column {kind!r}, payload {tag!r}")
+        if event.kind != kind:
+            report("event_kind", f"kind column {kind!r}, payload {event.kind!r}")
         if isinstance(event, MessageAppended):
             seq, message_id = event.seq, event.message_id
             if seq != next_seq:

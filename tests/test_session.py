@@ -1,0 +1,137 @@
+"""The `Transcript` facade: tool-call ordering, repair, marks in the view, catching up, resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from transcript import InvalidMessage, Message, Store, ToolCall, Transcript, verify
+from transcript.flagwrite import write_marks
+from transcript.model import MessageMarked
+from transcript.session import INTERRUPTED_RESULT
+
+
+def _call(call_id: str, name: str = "Bash") -> ToolCall:
+    return ToolCall(id=call_id, name=name, input={"command": "ls"})
+
+
+@pytest.fixture
+def transcript() -> Transcript:
+    return Store.open(":memory:", tokenizer="chars/4").session("s")
+
+
+def test_results_may_come_in_any_order_within_the_step(transcript: Transcript) -> None:
+    transcript.append(Message.user("go"))
+    transcript.append_turn(
+        [
+            Message.assistant("", tool_calls=[_call("c1"), _call("c2")]),
+            Message.tool_result("c2", "two"),
+            Message.tool_result("c1", "one"),
+        ]
+    )
+    assert transcript.pending_calls == ()
+
+
+def test_a_result_for_no_pending_call_is_refused(transcript: Transcript) -> None:
+    transcript.append(Message.assistant("", tool_calls=[_call("c1")]))
+    with pytest.raises(InvalidMessage, match="'c9', which is not pending"):
+        transcript.append(Message.tool_result("c9", "?"))
+    assert transcript.version == 1
+
+
+def test_nothing_may_follow_unanswered_calls(transcript: Transcript) -> None:
+    transcript.append(Message.assistant("", tool_calls=[_call("c1")]))
+    with pytest.raises(InvalidMessage, match="'c1' are still unanswered"):
+        transcript.append(Message.user("hello?"))
+    with pytest.raises(InvalidMessage, match="still unanswered"):
+        transcript.append(Message.assistant("again", tool_calls=[_call("c2")]))
+    assert transcript.pending_calls == ("c1",)
+
+
+def test_a_refused_turn_stores_none_of_its_messages(transcript: Transcript) -> None:
+    with pytest.raises(InvalidMessage):
+        transcript.append_turn([Message.user("ok"), Message.tool_result("c1", "orphan")])
+    assert transcript.version == 0 and transcript.stored_messages() == []
+
+
+def test_repair_answers_pending_calls_without_editing_history(db_path: Path) -> None:
+    with Transcript.open(db_path, session_id="s", tokenizer="chars/4") as t:
+        t.append(Message.user("go"))
+        t.append_turn([Message.assistant("", tool_calls=[_call("c1", "Read"), _call("c2", "Bash")]),
+                       Message.tool_result("c1", "file")])
+        before = [m.id for m in t.stored_messages()]
+    with Transcript.open(db_path, session_id="s", tokenizer="chars/4") as t:
+        repairs = t.repair_interrupted()
+        assert [(r.tool_results[0].call_id, r.tool_results[0].name, r.tool_results[0].is_error) for r in repairs] == [
+            ("c2", "Bash", True)
+        ]
+        assert repairs[0].tool_results[0].content == INTERRUPTED_RESULT
+        assert [m.id for m in t.stored_messages()] == [*before, repairs[0].id]
+        assert t.pending_calls == ()
+        assert t.repair_interrupted() == []
+        t.append(Message.user("continue"))
+    assert verify(db_path).ok
+
+
+def test_marks_written_by_mutate_reach_the_view(transcript: Transcript) -> None:
+    old = transcript.append(Message.user("old"))
+    kept = transcript.append(Message.user("kept"))
+    write_marks(transcript.store, "s", transcript.version, [MessageMarked(message_id=old.id, excluded=True)])
+    view = transcript.visible_messages()
+    assert [m.id for m in view.messages] == [kept.id]
+    assert transcript.messages().entries[0].flags.excluded
+    assert view.tokens == transcript.messages().entries[1].token_count
+
+
+def test_a_summary_renders_before_its_anchor(transcript: Transcript) -> None:
+    system = transcript.append(Message.system("sys"))
+    old = transcript.append(Message.user("old"))
+    tail = transcript.append(Message.user("tail"))
+    write_marks(transcript.store, "s", transcript.version, [MessageMarked(message_id=old.id, excluded=True)])
+    assert [m.id for m in transcript.visible_messages().messages] == [system.id, tail.id]
+    summary = Message(
+        id="sum", role="user", kind="summary", anchor=tail.id,
+        parts=Message.user("summary of old").parts, created_at=tail.created_at,
+    )
+    transcript.append(summary)
+    assert [m.id for m in transcript.visible_messages().messages] == [system.id, "sum", tail.id]
+
+
+def test_another_connection_sees_only_what_is_new(db_path: Path) -> None:
+    with Store.open(db_path, tokenizer="chars/4") as a, Store.open(db_path, tokenizer="chars/4") as b:
+        writer, reader = a.session("s"), b.session("s")
+        writer.append(Message.user("one", id="1"))
+        assert [m.id for m in reader.visible_messages().messages] == ["1"]
+        seen: list[tuple[str, tuple[object, ...]]] = []
+        b._conn.set_trace_callback(lambda sql: seen.append((sql, ())))
+        reader.visible_messages()
+        assert [sql for sql, _ in seen] == ["PRAGMA data_version"]
+        writer.append(Message.user("two", id="2"))
+        seen.clear()
+        assert [m.id for m in reader.visible_messages().messages] == ["1", "2"]
+        reads = [sql for sql, _ in seen if "FROM events" in sql]
+        assert len(reads) == 1 and "version > 1" in reads[0]
+
+
+def test_the_view_after_reopen_is_byte_for_byte_the_same(db_path: Path) -> None:
+    with Transcript.open(db_path, session_id="s", tokenizer="chars/4") as t:
+        t.append(Message.system("sys"))
+        t.append(Message.user("héllo \x00 漢字 🎉"))
+        t.append_turn([Message.assistant("", tool_calls=[ToolCall.from_arguments(id="c", name="x", arguments="{bad")]),
+                       Message.tool_result("c", "out")])
+        first = t.visible_messages()
+    with Transcript.open(db_path, session_id="s", readonly=True) as t:
+        again = t.visible_messages()
+    assert again.canonical_json() == first.canonical_json()
+    assert again.tokens == first.tokens
+
+
+def test_open_requires_an_existing_session_when_asked(db_path: Path) -> None:
+    Store.open(db_path).close()
+    from transcript import SessionNotFound
+
+    with pytest.raises(SessionNotFound):
+        Transcript.open(db_path, session_id="missing", create=False)
+    with pytest.raises(SessionNotFound):
+        Transcript.open(db_path, session_id="missing", readonly=True)
