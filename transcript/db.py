@@ -13,7 +13,6 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, Literal
-from urllib.parse import quote
 
 from transcript.errors import (
     StoreCorrupted,
@@ -74,6 +73,8 @@ def connect(path: str | Path, *, readonly: bool, timeout: float, synchronous: Sy
         elif readonly:
             if not os.path.exists(target):
                 raise StoreUnavailable(f"opening {target}: no such file (a read-only open never creates one)")
+            from urllib.parse import quote
+
             uri = f"file:{quote(os.path.abspath(target))}?mode=ro"
             conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout)
         else:

@@ -14,7 +14,17 @@ import msgspec
 from projection.canonical import canonical_order, needs_reorder
 from projection.view import View
 from transcript.errors import InvalidMessage
-from transcript.model import Entry, Event, Message, MessageAppended, MessageMarked, TranscriptSnapshot, apply_mark
+from transcript.model import (
+    Entry,
+    Event,
+    Message,
+    MessageAppended,
+    MessageMarked,
+    ToolCall,
+    ToolResult,
+    TranscriptSnapshot,
+    apply_mark,
+)
 
 
 class LiveSession:
@@ -120,14 +130,19 @@ class LiveSession:
 
 
 def _pending_after(pending: dict[str, str], message: Message) -> dict[str, str]:
-    if message.role == "assistant":
-        return {call.id: call.name for call in message.tool_calls}
-    if message.role == "tool":
+    """The calls still pending after `message` (a new dict; `pending` is left as it was)."""
+    role = message.role
+    if role == "assistant":
+        return {part.id: part.name for part in message.parts if isinstance(part, ToolCall)}
+    if role == "tool":
+        if not pending:
+            return pending
         remaining = dict(pending)
-        for result in message.tool_results:
-            remaining.pop(result.call_id, None)
+        for part in message.parts:
+            if isinstance(part, ToolResult):
+                remaining.pop(part.call_id, None)
         return remaining
-    if message.kind == "summary":
+    if message.kind == "summary" or not pending:
         return pending
     return {}
 

@@ -217,16 +217,17 @@ class Store:
 
     def read_bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:
         """Bodies by message id (ids not in the store are left out)."""
-        found: dict[str, StoredBody] = {}
         with db.translated("reading bodies"):
-            for start in range(0, len(message_ids), _IN_CHUNK):
-                chunk = message_ids[start : start + _IN_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                for message_id, body, tokens in self._conn.execute(
-                    f"SELECT message_id, body, tokens FROM bodies WHERE message_id IN ({marks})", chunk
-                ):
-                    found[message_id] = StoredBody(decode_message(body), _TOKENS_DECODER.decode(tokens))
-        return found
+            return {
+                message_id: StoredBody(decode_message(body), _TOKENS_DECODER.decode(tokens))
+                for message_id, body, tokens in self._select_in("SELECT message_id, body, tokens FROM bodies", message_ids)
+            }
+
+    def _select_in(self, select: str, message_ids: Sequence[str]) -> Iterator[tuple[Any, ...]]:
+        """Rows of `select ... WHERE message_id IN (...)`, in chunks that respect SQLite's variable limit."""
+        for start in range(0, len(message_ids), _IN_CHUNK):
+            chunk = message_ids[start : start + _IN_CHUNK]
+            yield from self._conn.execute(f"{select} WHERE message_id IN ({','.join('?' * len(chunk))})", chunk)
 
     def _decode_events(self, rows: Iterable[tuple[int, bytes]]) -> list[tuple[int, Event]]:
         events = []
@@ -276,7 +277,7 @@ class Store:
             return expected_version, {}
         bodies = bodies or {}
         recorded_at = datetime.now(UTC).isoformat(timespec="microseconds")
-        conn = self._conn
+        appended = [event for event in events if isinstance(event, MessageAppended)]
         reused: dict[str, tuple[int, ...]] = {}
         with db.translated(f"writing to session {session_id!r}"), self._transaction():
             version, prev = self.head(session_id)
@@ -285,54 +286,67 @@ class Store:
                     f"session {session_id!r} is at version {version}, this write expected "
                     f"{expected_version}; nothing was written (catch up and retry)"
                 )
+            if appended:
+                reused = self._insert_bodies(appended, bodies)
+                try:
+                    self._conn.executemany(
+                        "INSERT INTO history (session_id, seq, message_id) VALUES (?, ?, ?)",
+                        [(session_id, event.seq, event.message_id) for event in appended],
+                    )
+                except sqlite3.IntegrityError as exc:
+                    raise ConflictError(f"session {session_id!r} already has a message at one of these seqs") from exc
+            rows = []
             for event in events:
                 version += 1
-                if isinstance(event, MessageAppended):
-                    stored = self._insert_body(event, bodies.get(event.message_id))
-                    if stored is not None:
-                        reused[event.message_id] = stored
-                    try:
-                        conn.execute(
-                            "INSERT INTO history (session_id, seq, message_id) VALUES (?, ?, ?)",
-                            (session_id, event.seq, event.message_id),
-                        )
-                    except sqlite3.IntegrityError as exc:
-                        raise ConflictError(
-                            f"session {session_id!r} already has a message at seq {event.seq}"
-                        ) from exc
                 payload = EVENT_ENCODER.encode(event)
                 prev = event_hash(prev, session_id, version, recorded_at, payload)
-                conn.execute(
-                    "INSERT INTO events (session_id, version, kind, recorded_at, payload, hash) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (session_id, version, event.kind, recorded_at, payload, prev),
-                )
+                rows.append((session_id, version, event.kind, recorded_at, payload, prev))
+            self._conn.executemany(
+                "INSERT INTO events (session_id, version, kind, recorded_at, payload, hash) VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
         self._local_writes += 1
         return version, reused
 
-    def _insert_body(self, event: MessageAppended, prepared: PreparedMessage | None) -> tuple[int, ...] | None:
-        """Store a body once; returns the stored counts when the body was already there."""
-        if prepared is not None:
-            if prepared.hash != event.body_hash:
-                raise TranscriptError(f"internal: body hash of {event.message_id!r} does not match its event")
-            cursor = self._conn.execute(
-                "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (message_id) DO NOTHING",
-                (event.message_id, prepared.hash, self.tokenizer, _TOKENS_ENCODER.encode(prepared.tokens), prepared.data),
-            )
-            if cursor.rowcount == 1:
-                return None
-        row = self._conn.execute(
-            "SELECT hash, tokens FROM bodies WHERE message_id = ?", (event.message_id,)
-        ).fetchone()
-        if row is None:
-            raise TranscriptError(f"internal: no body for appended message {event.message_id!r}")
-        if row[0] != event.body_hash:
-            raise DuplicateMessage(
-                f"message {event.message_id!r} is already stored with other content; message ids are "
-                "unique in a store (nothing was written)"
-            )
-        return _TOKENS_DECODER.decode(row[1])
+    def _insert_bodies(
+        self, appended: list[MessageAppended], bodies: Mapping[str, PreparedMessage]
+    ) -> dict[str, tuple[int, ...]]:
+        """Store each body once; returns the stored counts of bodies that were already there."""
+        rows = []
+        for event in appended:
+            prepared = bodies.get(event.message_id)
+            if prepared is not None:
+                if prepared.hash != event.body_hash:
+                    raise TranscriptError(f"internal: body hash of {event.message_id!r} does not match its event")
+                rows.append(
+                    (event.message_id, prepared.hash, self.tokenizer, _TOKENS_ENCODER.encode(prepared.tokens),
+                     prepared.data)
+                )
+        cursor = self._conn.executemany(
+            "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (message_id) DO NOTHING",
+            rows,
+        )
+        if cursor.rowcount == len(appended):
+            return {}
+        # Some bodies were already stored (a fork, a re-import): they must hold the same content.
+        ids = [event.message_id for event in appended]
+        stored = {
+            message_id: (stored_hash, tokens)
+            for message_id, stored_hash, tokens in self._select_in("SELECT message_id, hash, tokens FROM bodies", ids)
+        }
+        reused = {}
+        for event in appended:
+            if event.message_id not in stored:
+                raise TranscriptError(f"internal: no body for appended message {event.message_id!r}")
+            stored_hash, tokens = stored[event.message_id]
+            if stored_hash != event.body_hash:
+                raise DuplicateMessage(
+                    f"message {event.message_id!r} is already stored with other content; message ids are "
+                    "unique in a store (nothing was written)"
+                )
+            reused[event.message_id] = _TOKENS_DECODER.decode(tokens)
+        return reused
 
     def _transaction(self) -> _WriteTransaction:
         return _WriteTransaction(self._conn)

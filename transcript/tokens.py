@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import threading
-from importlib import resources
 from typing import TYPE_CHECKING, Final, Protocol
 
 from transcript.model import (
@@ -73,6 +72,8 @@ class Cl100kCounter:
     def _load(self) -> tiktoken.Encoding:
         with self._lock:
             if self._encoding is None:
+                from importlib import resources
+
                 import tiktoken
                 from tiktoken.load import load_tiktoken_bpe
 
