@@ -84,8 +84,6 @@ def connect(path: str | Path, *, readonly: bool, timeout: float, synchronous: Sy
             conn.execute("PRAGMA recursive_triggers = ON")
             conn.execute(f"PRAGMA synchronous = {synchronous}")
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            if not readonly and target != MEMORY:
-                conn.execute("PRAGMA journal_mode = WAL").fetchone()
         except BaseException:
             conn.close()
             raise

@@ -54,16 +54,30 @@ _INITIAL: Final = (
 )
 
 
+# How a row of each append-only table is identified: an insert that names an existing key is refused,
+# because INSERT OR REPLACE deletes the old row without firing DELETE triggers on a connection that
+# has not turned `recursive_triggers` on (a stray `sqlite3` shell, say).
+_KEYS: Final = {
+    "bodies": "message_id = NEW.message_id OR id = NEW.id",
+    "history": "session_id = NEW.session_id AND seq = NEW.seq",
+    "events": "session_id = NEW.session_id AND version = NEW.version",
+}
+GUARDS: Final = tuple(f"{table}_refuse_{verb}" for table in APPEND_ONLY_TABLES for verb in ("update", "delete", "replace"))
+
+
 def _guard_statements(table: str) -> list[str]:
-    return [
-        f"""
-        CREATE TRIGGER {table}_refuse_{verb.lower()} BEFORE {verb} ON {table}
-        BEGIN
-            SELECT RAISE(ABORT, 'transcript-store: {table} is append-only ({verb} refused)');
-        END
-        """
+    refuse = "SELECT RAISE(ABORT, 'transcript-store: {table} is append-only ({what} refused)');"
+    guards = [
+        f"CREATE TRIGGER {table}_refuse_{verb.lower()} BEFORE {verb} ON {table} "
+        f"BEGIN {refuse.format(table=table, what=verb)} END"
         for verb in ("UPDATE", "DELETE")
     ]
+    guards.append(
+        f"CREATE TRIGGER {table}_refuse_replace BEFORE INSERT ON {table} "
+        f"WHEN EXISTS (SELECT 1 FROM {table} WHERE {_KEYS[table]}) "
+        f"BEGIN {refuse.format(table=table, what='replacing an existing row')} END"
+    )
+    return guards
 
 
 def _build_migrations() -> list[tuple[str, list[str]]]:

@@ -117,6 +117,8 @@ class Store:
             with db.translated(f"opening {target}"):
                 if schema.check(conn, can_migrate=not readonly):
                     schema.migrate(conn)
+                if not readonly and target != db.MEMORY:
+                    conn.execute("PRAGMA journal_mode = WAL").fetchone()
         except BaseException:
             conn.close()
             raise
@@ -311,41 +313,37 @@ class Store:
     def _insert_bodies(
         self, appended: list[MessageAppended], bodies: Mapping[str, PreparedMessage]
     ) -> dict[str, tuple[int, ...]]:
-        """Store each body once; returns the stored counts of bodies that were already there."""
-        rows = []
-        for event in appended:
-            prepared = bodies.get(event.message_id)
-            if prepared is not None:
-                if prepared.hash != event.body_hash:
-                    raise TranscriptError(f"internal: body hash of {event.message_id!r} does not match its event")
-                rows.append(
-                    (event.message_id, prepared.hash, self.tokenizer, _TOKENS_ENCODER.encode(prepared.tokens),
-                     prepared.data)
-                )
-        cursor = self._conn.executemany(
-            "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (message_id) DO NOTHING",
-            rows,
-        )
-        if cursor.rowcount == len(appended):
-            return {}
-        # Some bodies were already stored (a fork, a re-import): they must hold the same content.
+        """Store each body once; returns the stored counts of bodies that were already there.
+
+        A body already stored (a fork, a re-import) must hold the same content; it is never rewritten.
+        """
         ids = [event.message_id for event in appended]
         stored = {
             message_id: (stored_hash, tokens)
             for message_id, stored_hash, tokens in self._select_in("SELECT message_id, hash, tokens FROM bodies", ids)
         }
-        reused = {}
+        rows = []
+        reused: dict[str, tuple[int, ...]] = {}
         for event in appended:
-            if event.message_id not in stored:
-                raise TranscriptError(f"internal: no body for appended message {event.message_id!r}")
-            stored_hash, tokens = stored[event.message_id]
-            if stored_hash != event.body_hash:
-                raise DuplicateMessage(
-                    f"message {event.message_id!r} is already stored with other content; message ids are "
-                    "unique in a store (nothing was written)"
-                )
-            reused[event.message_id] = _TOKENS_DECODER.decode(tokens)
+            if event.message_id in stored:
+                stored_hash, tokens = stored[event.message_id]
+                if stored_hash != event.body_hash:
+                    raise DuplicateMessage(
+                        f"message {event.message_id!r} is already stored with other content; message ids "
+                        "are unique in a store (nothing was written)"
+                    )
+                reused[event.message_id] = _TOKENS_DECODER.decode(tokens)
+                continue
+            prepared = bodies.get(event.message_id)
+            if prepared is None or prepared.hash != event.body_hash:
+                raise TranscriptError(f"internal: no matching body for appended message {event.message_id!r}")
+            stored[event.message_id] = (prepared.hash, b"")
+            rows.append(
+                (event.message_id, prepared.hash, self.tokenizer, _TOKENS_ENCODER.encode(prepared.tokens), prepared.data)
+            )
+        self._conn.executemany(
+            "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body) VALUES (?, ?, ?, ?, ?)", rows
+        )
         return reused
 
     def _transaction(self) -> _WriteTransaction:

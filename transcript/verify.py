@@ -207,8 +207,6 @@ def _report(
 
 def _check_guards(conn: sqlite3.Connection, problems: list[Problem]) -> None:
     present = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-    for table in schema.APPEND_ONLY_TABLES:
-        for verb in ("update", "delete"):
-            name = f"{table}_refuse_{verb}"
-            if name not in present:
-                problems.append(Problem(code="guard_missing", detail=f"trigger {name} was dropped"))
+    for name in schema.GUARDS:
+        if name not in present:
+            problems.append(Problem(code="guard_missing", detail=f"trigger {name} was dropped"))
