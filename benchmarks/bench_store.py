@@ -123,7 +123,9 @@ def peak_kb():
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 """
 
-_COLD_LIBRARY = _PEAK + """
+_COLD_LIBRARY = (
+    _PEAK
+    + """
 import time, sys
 start = time.perf_counter()
 from transcript import Transcript
@@ -132,8 +134,11 @@ view = t.visible_messages()
 elapsed = time.perf_counter() - start
 print(elapsed, len(view.messages), peak_kb())
 """
+)
 
-_COLD_FLOOR = _PEAK + """
+_COLD_FLOOR = (
+    _PEAK
+    + """
 import time, sys
 start = time.perf_counter()
 import sqlite3, msgspec
@@ -145,6 +150,7 @@ messages = [decoder.decode(body) for (body,) in conn.execute("SELECT body FROM b
 elapsed = time.perf_counter() - start
 print(elapsed, len(messages), peak_kb())
 """
+)
 
 
 def cold(script: str, *args: str, repeats: int = 5) -> tuple[float, int]:
@@ -152,7 +158,11 @@ def cold(script: str, *args: str, repeats: int = 5) -> tuple[float, int]:
     times, peaks = [], []
     for _ in range(repeats):
         out = subprocess.run(
-            [sys.executable, "-c", script, *args], capture_output=True, text=True, check=True, cwd=ROOT,
+            [sys.executable, "-c", script, *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         ).stdout.split()
         times.append(float(out[0]))
@@ -239,16 +249,24 @@ def report(results: dict[str, Any]) -> list[tuple[str, float, float, bool]]:
     sizes = sorted(results, key=int)
     big, small = results[sizes[-1]], results[sizes[0]]
     ms = 1000.0
-    print(f"{'size':>7} {'append DB ms':>12} {'floor ms':>9} {'tokenize ms':>12} {'cold s':>8} {'floor cold s':>12} "
-          f"{'peak MB':>8} {'floor MB':>9} {'disk MB':>8} {'body MB':>8} {'warm ms':>8}")
+    print(
+        f"{'size':>7} {'append DB ms':>12} {'floor ms':>9} {'tokenize ms':>12} {'cold s':>8} "
+        f"{'floor cold s':>12} {'peak MB':>8} {'floor MB':>9} {'disk MB':>8} {'body MB':>8} {'warm ms':>8}"
+    )
     for size in sizes:
         r = results[size]
-        print(f"{r['messages']:>7} {r['append_db'] * ms:>12.3f} {r['floor_turn'] * ms:>9.3f} "
-              f"{r['append_tokenizing'] * ms:>12.3f} {r['cold']:>8.3f} {r['floor_cold']:>12.3f} "
-              f"{r['peak_kb'] / 1024:>8.1f} {r['floor_peak_kb'] / 1024:>9.1f} {r['disk_bytes'] / 1e6:>8.2f} "
-              f"{r['body_bytes'] / 1e6:>8.2f} {r['warm'] * ms:>8.3f}")
+        print(
+            f"{r['messages']:>7} {r['append_db'] * ms:>12.3f} {r['floor_turn'] * ms:>9.3f} "
+            f"{r['append_tokenizing'] * ms:>12.3f} {r['cold']:>8.3f} {r['floor_cold']:>12.3f} "
+            f"{r['peak_kb'] / 1024:>8.1f} {r['floor_peak_kb'] / 1024:>9.1f} {r['disk_bytes'] / 1e6:>8.2f} "
+            f"{r['body_bytes'] / 1e6:>8.2f} {r['warm'] * ms:>8.3f}"
+        )
     targets = [
-        (f"warm per-turn (append_turn + view) {big['messages']}/{small['messages']}", big["warm"] / small["warm"], 1.5),
+        (
+            f"warm per-turn (append_turn + view) {big['messages']}/{small['messages']}",
+            big["warm"] / small["warm"],
+            1.5,
+        ),
         ("cold open + first view / floor", big["cold"] / big["floor_cold"], 1.5),
         ("bytes on disk / body bytes", big["disk_bytes"] / big["body_bytes"], 1.3),
         ("append DB part / raw per-turn transaction", big["append_db"] / big["floor_turn"], 2.0),
@@ -261,7 +279,9 @@ def report(results: dict[str, Any]) -> list[tuple[str, float, float, bool]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000])
     parser.add_argument("--probe-turns", type=int, default=200)
     parser.add_argument("--cold-repeats", type=int, default=5)

@@ -27,8 +27,14 @@ def test_demo_appends_turn_by_turn_and_prints_growing_views(db_path: Path) -> No
 
 def test_demo_runs_as_a_module_with_the_database_from_the_environment(tmp_path: Path) -> None:
     env = {"TRANSCRIPT_DB": str(tmp_path / "env.db"), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([PYTHON, "-m", "transcript", "demo", "--turns", "2"], capture_output=True, text=True,
-                         cwd=PROJECT_ROOT, env=env, check=True)
+    out = subprocess.run(
+        [PYTHON, "-m", "transcript", "demo", "--turns", "2"],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        env=env,
+        check=True,
+    )
     assert "turn" in out.stdout and (tmp_path / "env.db").exists()
 
 

@@ -405,8 +405,12 @@ def test_verify_names_an_edited_body(store_path: Path) -> None:
     ((body,),) = conn.execute("SELECT body FROM bodies WHERE message_id = 'u1'").fetchall()
     conn.close()
     assert b'"run the tests"' in body
-    tamper(store_path, "bodies", "UPDATE bodies SET body = ? WHERE message_id = 'u1'",
-           (body.replace(b'"run the tests"', b'"delete the tests"'),))
+    tamper(
+        store_path,
+        "bodies",
+        "UPDATE bodies SET body = ? WHERE message_id = 'u1'",
+        (body.replace(b'"run the tests"', b'"delete the tests"'),),
+    )
 
     report = verify(store_path)
     assert not report.ok
@@ -443,8 +447,12 @@ def test_verify_names_an_edited_event(store_path: Path, column: str) -> None:
     else:
         new_value = "2020-01-01T00:00:00.000000+00:00"
         assert new_value != recorded_at
-    tamper(store_path, "events", f"UPDATE events SET {column} = ? WHERE session_id = 's1' AND version = 3",
-           (new_value,))
+    tamper(
+        store_path,
+        "events",
+        f"UPDATE events SET {column} = ? WHERE session_id = 's1' AND version = 3",
+        (new_value,),
+    )
 
     report = verify(store_path)
     assert not report.ok

@@ -18,7 +18,14 @@ def _loaded_after(imports: str) -> set[str]:
 def test_pure_layers_leave_sqlite_and_the_store_unloaded() -> None:
     loaded = _loaded_after("import transcript.model, planner, projection")
     assert {"transcript.model", "planner", "projection"} <= loaded
-    assert not loaded & {"sqlite3", "_sqlite3", "sqlite_utils", "transcript.store", "transcript.session", "tiktoken"}
+    assert not loaded & {
+        "sqlite3",
+        "_sqlite3",
+        "sqlite_utils",
+        "transcript.store",
+        "transcript.session",
+        "tiktoken",
+    }
 
 
 def test_importing_the_package_is_lazy_until_a_name_is_used() -> None:

@@ -11,10 +11,10 @@ import pytest
 from transcript import InvalidMessage, Message, ToolCall
 from transcript.hashing import body_hash
 from transcript.model import (
+    NO_FLAGS,
     DirectiveEntry,
     ImagePart,
     MessageFlags,
-    NO_FLAGS,
     MessageMarked,
     ProjectionDirective,
     ReasoningPart,
@@ -152,7 +152,9 @@ def test_body_hash_ignores_time_and_metadata_but_not_content() -> None:
 def test_fold_only_moves_forward_and_keeps_the_first_directive() -> None:
     directive = ProjectionDirective(
         policy_version=1,
-        entries=(DirectiveEntry(message_id="a", target="part", part_index=0, action="keep_head_tail", keep_head=3),),
+        entries=(
+            DirectiveEntry(message_id="a", target="part", part_index=0, action="keep_head_tail", keep_head=3),
+        ),
     )
     other = ProjectionDirective(policy_version=1, entries=())
     flags = fold_marks(

@@ -58,14 +58,18 @@ def test_a_refused_turn_stores_none_of_its_messages(transcript: Transcript) -> N
 def test_repair_answers_pending_calls_without_editing_history(db_path: Path) -> None:
     with Transcript.open(db_path, session_id="s", tokenizer="chars/4") as t:
         t.append(Message.user("go"))
-        t.append_turn([Message.assistant("", tool_calls=[_call("c1", "Read"), _call("c2", "Bash")]),
-                       Message.tool_result("c1", "file")])
+        t.append_turn(
+            [
+                Message.assistant("", tool_calls=[_call("c1", "Read"), _call("c2", "Bash")]),
+                Message.tool_result("c1", "file"),
+            ]
+        )
         before = [m.id for m in t.stored_messages()]
     with Transcript.open(db_path, session_id="s", tokenizer="chars/4") as t:
         repairs = t.repair_interrupted()
-        assert [(r.tool_results[0].call_id, r.tool_results[0].name, r.tool_results[0].is_error) for r in repairs] == [
-            ("c2", "Bash", True)
-        ]
+        assert [
+            (r.tool_results[0].call_id, r.tool_results[0].name, r.tool_results[0].is_error) for r in repairs
+        ] == [("c2", "Bash", True)]
         assert repairs[0].tool_results[0].content == INTERRUPTED_RESULT
         assert [m.id for m in t.stored_messages()] == [*before, repairs[0].id]
         assert t.pending_calls == ()
@@ -91,8 +95,12 @@ def test_a_summary_renders_before_its_anchor(transcript: Transcript) -> None:
     write_marks(transcript.store, "s", transcript.version, [MessageMarked(message_id=old.id, excluded=True)])
     assert [m.id for m in transcript.visible_messages().messages] == [system.id, tail.id]
     summary = Message(
-        id="sum", role="user", kind="summary", anchor=tail.id,
-        parts=Message.user("summary of old").parts, created_at=tail.created_at,
+        id="sum",
+        role="user",
+        kind="summary",
+        anchor=tail.id,
+        parts=Message.user("summary of old").parts,
+        created_at=tail.created_at,
     )
     transcript.append(summary)
     assert [m.id for m in transcript.visible_messages().messages] == [system.id, "sum", tail.id]
@@ -118,8 +126,14 @@ def test_the_view_after_reopen_is_byte_for_byte_the_same(db_path: Path) -> None:
     with Transcript.open(db_path, session_id="s", tokenizer="chars/4") as t:
         t.append(Message.system("sys"))
         t.append(Message.user("héllo \x00 漢字 🎉"))
-        t.append_turn([Message.assistant("", tool_calls=[ToolCall.from_arguments(id="c", name="x", arguments="{bad")]),
-                       Message.tool_result("c", "out")])
+        t.append_turn(
+            [
+                Message.assistant(
+                    "", tool_calls=[ToolCall.from_arguments(id="c", name="x", arguments="{bad")]
+                ),
+                Message.tool_result("c", "out"),
+            ]
+        )
         first = t.visible_messages()
     with Transcript.open(db_path, session_id="s", readonly=True) as t:
         again = t.visible_messages()

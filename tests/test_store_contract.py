@@ -25,7 +25,9 @@ def _build_conversation() -> list[list[Message]]:
         [Message.system("you are a coding agent", id="sys")],
         [Message.user("fix the failing test", id="u1")],
         [
-            Message.assistant("running it", tool_calls=[ToolCall(id="c1", name="Bash", input={"cmd": "pytest"})], id="a1"),
+            Message.assistant(
+                "running it", tool_calls=[ToolCall(id="c1", name="Bash", input={"cmd": "pytest"})], id="a1"
+            ),
             Message.tool_result("c1", "1 failed\n" * 50, name="Bash", id="r1"),
         ],
         [Message.assistant("done", id="a2")],

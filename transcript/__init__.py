@@ -10,39 +10,88 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from projection.view import Diagnostic, View
+    from projection.view import Diagnostic as Diagnostic
+    from projection.view import View as View
     from transcript.errors import (
-        ConflictError,
-        DuplicateMessage,
-        InvalidMessage,
-        PendingToolCalls,
-        SchemaError,
-        SessionNotFound,
-        StoreCorrupted,
-        StoreFull,
-        StoreLocked,
-        StoreReadOnly,
-        StoreUnavailable,
-        TranscriptError,
+        ConflictError as ConflictError,
+    )
+    from transcript.errors import (
+        DuplicateMessage as DuplicateMessage,
+    )
+    from transcript.errors import (
+        InvalidMessage as InvalidMessage,
+    )
+    from transcript.errors import (
+        PendingToolCalls as PendingToolCalls,
+    )
+    from transcript.errors import (
+        SchemaError as SchemaError,
+    )
+    from transcript.errors import (
+        SessionNotFound as SessionNotFound,
+    )
+    from transcript.errors import (
+        StoreCorrupted as StoreCorrupted,
+    )
+    from transcript.errors import (
+        StoreFull as StoreFull,
+    )
+    from transcript.errors import (
+        StoreLocked as StoreLocked,
+    )
+    from transcript.errors import (
+        StoreReadOnly as StoreReadOnly,
+    )
+    from transcript.errors import (
+        StoreUnavailable as StoreUnavailable,
+    )
+    from transcript.errors import (
+        TranscriptError as TranscriptError,
     )
     from transcript.model import (
-        DirectiveEntry,
-        DocumentPart,
-        Entry,
-        ImagePart,
-        Message,
-        MessageFlags,
-        ProjectionDirective,
-        ReasoningPart,
-        RedactedReasoningPart,
-        TextPart,
-        ToolCall,
-        ToolResult,
-        TranscriptSnapshot,
+        DirectiveEntry as DirectiveEntry,
     )
-    from transcript.session import Transcript
-    from transcript.store import SessionInfo, Store
-    from transcript.verify import VerifyReport, verify
+    from transcript.model import (
+        DocumentPart as DocumentPart,
+    )
+    from transcript.model import (
+        Entry as Entry,
+    )
+    from transcript.model import (
+        ImagePart as ImagePart,
+    )
+    from transcript.model import (
+        Message as Message,
+    )
+    from transcript.model import (
+        MessageFlags as MessageFlags,
+    )
+    from transcript.model import (
+        ProjectionDirective as ProjectionDirective,
+    )
+    from transcript.model import (
+        ReasoningPart as ReasoningPart,
+    )
+    from transcript.model import (
+        RedactedReasoningPart as RedactedReasoningPart,
+    )
+    from transcript.model import (
+        TextPart as TextPart,
+    )
+    from transcript.model import (
+        ToolCall as ToolCall,
+    )
+    from transcript.model import (
+        ToolResult as ToolResult,
+    )
+    from transcript.model import (
+        TranscriptSnapshot as TranscriptSnapshot,
+    )
+    from transcript.session import Transcript as Transcript
+    from transcript.store import SessionInfo as SessionInfo
+    from transcript.store import Store as Store
+    from transcript.verify import VerifyReport as VerifyReport
+    from transcript.verify import verify as verify
 
 _EXPORTS = {
     "Diagnostic": "projection.view",
@@ -79,7 +128,40 @@ _EXPORTS = {
     "verify": "transcript.verify",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "ConflictError",
+    "Diagnostic",
+    "DirectiveEntry",
+    "DocumentPart",
+    "DuplicateMessage",
+    "Entry",
+    "ImagePart",
+    "InvalidMessage",
+    "Message",
+    "MessageFlags",
+    "PendingToolCalls",
+    "ProjectionDirective",
+    "ReasoningPart",
+    "RedactedReasoningPart",
+    "SchemaError",
+    "SessionInfo",
+    "SessionNotFound",
+    "Store",
+    "StoreCorrupted",
+    "StoreFull",
+    "StoreLocked",
+    "StoreReadOnly",
+    "StoreUnavailable",
+    "TextPart",
+    "ToolCall",
+    "ToolResult",
+    "Transcript",
+    "TranscriptError",
+    "TranscriptSnapshot",
+    "VerifyReport",
+    "View",
+    "verify",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -25,8 +25,12 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--db", "db_path", default=None, help="Store file (default: $TRANSCRIPT_DB or ./transcript.db).")
-@click.option("--turns", default=40, show_default=True, type=click.IntRange(1, 100_000), help="Agent steps to append.")
+@click.option(
+    "--db", "db_path", default=None, help="Store file (default: $TRANSCRIPT_DB or ./transcript.db)."
+)
+@click.option(
+    "--turns", default=40, show_default=True, type=click.IntRange(1, 100_000), help="Agent steps to append."
+)
 @click.option("--seed", default=7, show_default=True, help="Seed of the synthetic session.")
 def demo(db_path: str | None, turns: int, seed: int) -> None:
     """Append a synthetic agent session turn by turn and print the model view's size after each turn."""

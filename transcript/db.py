@@ -62,7 +62,9 @@ def translated(action: str) -> Iterator[None]:
         raise translate(exc, action) from exc
 
 
-def connect(path: str | Path, *, readonly: bool, timeout: float, synchronous: Synchronous) -> sqlite3.Connection:
+def connect(
+    path: str | Path, *, readonly: bool, timeout: float, synchronous: Synchronous
+) -> sqlite3.Connection:
     """Open the file (creating it with mode 0600 unless read-only) and set the connection's pragmas."""
     target = str(path)
     with translated(f"opening {target}"):

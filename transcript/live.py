@@ -72,7 +72,9 @@ class LiveSession:
             self._order = None
             self._view = None
 
-    def apply(self, version: int, event: Event, bodies: Mapping[str, tuple[Message, tuple[int, ...]]]) -> None:
+    def apply(
+        self, version: int, event: Event, bodies: Mapping[str, tuple[Message, tuple[int, ...]]]
+    ) -> None:
         """Apply one event read from the log (`bodies` holds the bodies its appends refer to)."""
         if isinstance(event, MessageAppended):
             message, tokens = bodies[event.message_id]
@@ -101,7 +103,10 @@ class LiveSession:
     def snapshot(self) -> TranscriptSnapshot:
         """The planner's input: every entry at the current version."""
         return TranscriptSnapshot(
-            session_id=self.session_id, version=self.version, entries=tuple(self.entries), tokenizer=self.tokenizer
+            session_id=self.session_id,
+            version=self.version,
+            entries=tuple(self.entries),
+            tokenizer=self.tokenizer,
         )
 
     def check_order(self, messages: Iterable[Message]) -> None:

@@ -30,7 +30,7 @@ class _Value(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Base of the plain values below: frozen, keyword-only, defaults omitted on the wire."""
 
 
-class _Part(_Value, tag_field="kind"):
+class _Part(_Value, tag_field="kind", frozen=True):
     """Base of the message part kinds (a tagged union on `kind`)."""
 
     @property
@@ -39,20 +39,20 @@ class _Part(_Value, tag_field="kind"):
         return self.__struct_config__.tag  # type: ignore[return-value]
 
 
-class TextPart(_Part, tag="text"):
+class TextPart(_Part, tag="text", frozen=True):
     """Plain text."""
 
     text: str
 
 
-class ImagePart(_Part, tag="image"):
+class ImagePart(_Part, tag="image", frozen=True):
     """An image, as a media type and a base64 payload (never tokenized)."""
 
     media_type: str
     data: str
 
 
-class DocumentPart(_Part, tag="document"):
+class DocumentPart(_Part, tag="document", frozen=True):
     """A document such as a PDF, as a media type and a base64 payload (never tokenized)."""
 
     media_type: str
@@ -60,20 +60,20 @@ class DocumentPart(_Part, tag="document"):
     title: str | None = None
 
 
-class ReasoningPart(_Part, tag="reasoning"):
+class ReasoningPart(_Part, tag="reasoning", frozen=True):
     """Model reasoning; `signature` is the provider's proof that it was not edited."""
 
     text: str
     signature: str | None = None
 
 
-class RedactedReasoningPart(_Part, tag="redacted_reasoning"):
+class RedactedReasoningPart(_Part, tag="redacted_reasoning", frozen=True):
     """Reasoning the provider returned encrypted: opaque data to send back unchanged."""
 
     data: str
 
 
-class ToolCall(_Part, tag="tool_call"):
+class ToolCall(_Part, tag="tool_call", frozen=True):
     """A call the model made: parsed JSON `input`, or `raw_input` exactly as produced when not JSON."""
 
     id: str
@@ -101,7 +101,7 @@ class ToolCall(_Part, tag="tool_call"):
 ResultContent: TypeAlias = TextPart | ImagePart | DocumentPart
 
 
-class ToolResult(_Part, tag="tool_result"):
+class ToolResult(_Part, tag="tool_result", frozen=True):
     """The result of one tool call; `content` is a string or a list of text/media parts."""
 
     call_id: str
@@ -117,7 +117,9 @@ class ToolResult(_Part, tag="tool_result"):
         return "".join(p.text for p in self.content if isinstance(p, TextPart))
 
 
-Part: TypeAlias = TextPart | ImagePart | DocumentPart | ReasoningPart | RedactedReasoningPart | ToolCall | ToolResult
+Part: TypeAlias = (
+    TextPart | ImagePart | DocumentPart | ReasoningPart | RedactedReasoningPart | ToolCall | ToolResult
+)
 
 _ALLOWED_PARTS: Final[dict[str, tuple[type[_Part], ...]]] = {
     "system": (TextPart,),
@@ -166,7 +168,7 @@ def new_message_id() -> str:
     return _ID_CLOCK.next()
 
 
-class Message(_Value):
+class Message(_Value, frozen=True):
     """An immutable message body. It belongs to no session by itself, so forks can share it.
 
     `kind` is `summary` for a compaction summary (role `user`, rendered before `anchor`) and `meta`
@@ -257,9 +259,7 @@ class Message(_Value):
         """The message's text parts joined (tool results' text for tool messages)."""
         chunks = []
         for part in self.parts:
-            if isinstance(part, TextPart):
-                chunks.append(part.text)
-            elif isinstance(part, ToolResult):
+            if isinstance(part, (TextPart, ToolResult)):
                 chunks.append(part.text)
         return "".join(chunks)
 
@@ -297,7 +297,9 @@ def normalize_message(message: Message) -> tuple[Message, bytes]:
     if not isinstance(message, Message):
         raise InvalidMessage(f"expected a Message, got {type(message).__name__}")
     if message.role not in ROLES:
-        raise InvalidMessage(f"message {_safe_id(message)}: unknown role {message.role!r} (expected one of {', '.join(ROLES)})")
+        raise InvalidMessage(
+            f"message {_safe_id(message)}: unknown role {message.role!r} (expected one of {', '.join(ROLES)})"
+        )
     for part in message.parts if isinstance(message.parts, (tuple, list)) else ():
         if isinstance(part, ToolCall):
             _check_json_value(part.input, f"message {message.id!r}: tool call {part.id!r} input")
@@ -388,7 +390,7 @@ def _check_json_value(value: object, where: str, depth: int = 0) -> None:
 DirectiveTarget: TypeAlias = Literal["message", "part", "tool_call"]
 
 
-class DirectiveEntry(_Value):
+class DirectiveEntry(_Value, frozen=True):
     """One instruction of a projection directive, frozen when written.
 
     `keep_head`/`keep_tail` are copied from the config of the round that wrote it, so later config
@@ -406,14 +408,14 @@ class DirectiveEntry(_Value):
     rendered_tokens: int = 0
 
 
-class ProjectionDirective(_Value):
+class ProjectionDirective(_Value, frozen=True):
     """How one message renders in the model view: a policy version and its entries."""
 
     policy_version: int
     entries: tuple[DirectiveEntry, ...]
 
 
-class MessageFlags(_Value):
+class MessageFlags(_Value, frozen=True):
     """The marks of a message in one session: the fold of that session's mark events."""
 
     truncated: bool = False
@@ -427,7 +429,7 @@ NO_FLAGS: Final = MessageFlags()
 # --- events --------------------------------------------------------------------------------------
 
 
-class _Event(_Value, tag_field="kind"):
+class _Event(_Value, tag_field="kind", frozen=True):
     """Base of the event kinds of a session's log (a tagged union on `kind`)."""
 
     @property
@@ -436,7 +438,7 @@ class _Event(_Value, tag_field="kind"):
         return self.__struct_config__.tag  # type: ignore[return-value]
 
 
-class MessageAppended(_Event, tag="message_appended"):
+class MessageAppended(_Event, tag="message_appended", frozen=True):
     """A message joined the session's history at `seq`; `body_hash` is its content hash."""
 
     seq: int
@@ -444,7 +446,7 @@ class MessageAppended(_Event, tag="message_appended"):
     body_hash: str
 
 
-class MessageMarked(_Event, tag="message_marked"):
+class MessageMarked(_Event, tag="message_marked", frozen=True):
     """Marks set on one message by `mutate`. Marks only ever go forward: a fold never clears one."""
 
     message_id: str
@@ -480,7 +482,7 @@ def fold_marks(marks: Iterable[MessageMarked]) -> dict[str, MessageFlags]:
 # --- what the planner and projection read ---------------------------------------------------------
 
 
-class Entry(_Value):
+class Entry(_Value, frozen=True):
     """One message of a session as the planner sees it: position, body, per-part tokens, flags."""
 
     seq: int
@@ -494,7 +496,7 @@ class Entry(_Value):
         return sum(self.tokens)
 
 
-class TranscriptSnapshot(_Value):
+class TranscriptSnapshot(_Value, frozen=True):
     """A session at one version: every entry in `seq` order. The planner's only input."""
 
     session_id: str

@@ -62,7 +62,9 @@ _KEYS: Final = {
     "history": "session_id = NEW.session_id AND seq = NEW.seq",
     "events": "session_id = NEW.session_id AND version = NEW.version",
 }
-GUARDS: Final = tuple(f"{table}_refuse_{verb}" for table in APPEND_ONLY_TABLES for verb in ("update", "delete", "replace"))
+GUARDS: Final = tuple(
+    f"{table}_refuse_{verb}" for table in APPEND_ONLY_TABLES for verb in ("update", "delete", "replace")
+)
 
 
 def _guard_statements(table: str) -> list[str]:

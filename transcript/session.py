@@ -214,4 +214,3 @@ class Transcript:
         for version, event in events:
             self._live.apply(version, event, bodies)
         self._seen = token
-

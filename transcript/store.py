@@ -146,7 +146,9 @@ class Store:
         """Every session in the file, by id, with its message count and version."""
         with db.translated("listing sessions"):
             versions = dict(
-                self._conn.execute("SELECT session_id, max(version) FROM events GROUP BY session_id").fetchall()
+                self._conn.execute(
+                    "SELECT session_id, max(version) FROM events GROUP BY session_id"
+                ).fetchall()
             )
             counts = dict(
                 self._conn.execute("SELECT session_id, count(*) FROM history GROUP BY session_id").fetchall()
@@ -194,7 +196,9 @@ class Store:
                 "WHERE h.session_id = ? ORDER BY h.seq",
                 (session_id,),
             )
-            bodies = [StoredBody(decode_message(body), _TOKENS_DECODER.decode(tokens)) for body, tokens in rows]
+            bodies = [
+                StoredBody(decode_message(body), _TOKENS_DECODER.decode(tokens)) for body, tokens in rows
+            ]
             events = self._decode_events(
                 self._conn.execute(
                     "SELECT version, payload FROM events WHERE session_id = ? AND kind <> 'message_appended' "
@@ -204,12 +208,15 @@ class Store:
             )
         return LoadedSession(version, bodies, events)
 
-    def read_since(self, session_id: str, version: int) -> tuple[list[tuple[int, Event]], dict[str, StoredBody]]:
+    def read_since(
+        self, session_id: str, version: int
+    ) -> tuple[list[tuple[int, Event]], dict[str, StoredBody]]:
         """Events after `version`, and the bodies their appends refer to."""
         with db.translated(f"reading session {session_id!r}"), self._read_snapshot():
             events = self._decode_events(
                 self._conn.execute(
-                    "SELECT version, payload FROM events WHERE session_id = ? AND version > ? ORDER BY version",
+                    "SELECT version, payload FROM events "
+                    "WHERE session_id = ? AND version > ? ORDER BY version",
                     (session_id, version),
                 )
             )
@@ -222,14 +229,18 @@ class Store:
         with db.translated("reading bodies"):
             return {
                 message_id: StoredBody(decode_message(body), _TOKENS_DECODER.decode(tokens))
-                for message_id, body, tokens in self._select_in("SELECT message_id, body, tokens FROM bodies", message_ids)
+                for message_id, body, tokens in self._select_in(
+                    "SELECT message_id, body, tokens FROM bodies", message_ids
+                )
             }
 
     def _select_in(self, select: str, message_ids: Sequence[str]) -> Iterator[tuple[Any, ...]]:
         """Rows of `select ... WHERE message_id IN (...)`, in chunks that respect SQLite's variable limit."""
         for start in range(0, len(message_ids), _IN_CHUNK):
             chunk = message_ids[start : start + _IN_CHUNK]
-            yield from self._conn.execute(f"{select} WHERE message_id IN ({','.join('?' * len(chunk))})", chunk)
+            yield from self._conn.execute(
+                f"{select} WHERE message_id IN ({','.join('?' * len(chunk))})", chunk
+            )
 
     def _decode_events(self, rows: Iterable[tuple[int, bytes]]) -> list[tuple[int, Event]]:
         events = []
@@ -296,7 +307,9 @@ class Store:
                         [(session_id, event.seq, event.message_id) for event in appended],
                     )
                 except sqlite3.IntegrityError as exc:
-                    raise ConflictError(f"session {session_id!r} already has a message at one of these seqs") from exc
+                    raise ConflictError(
+                        f"session {session_id!r} already has a message at one of these seqs"
+                    ) from exc
             rows = []
             for event in events:
                 version += 1
@@ -304,7 +317,8 @@ class Store:
                 prev = event_hash(prev, session_id, version, recorded_at, payload)
                 rows.append((session_id, version, event.kind, recorded_at, payload, prev))
             self._conn.executemany(
-                "INSERT INTO events (session_id, version, kind, recorded_at, payload, hash) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO events (session_id, version, kind, recorded_at, payload, hash) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
             )
         self._local_writes += 1
@@ -320,7 +334,9 @@ class Store:
         ids = [event.message_id for event in appended]
         stored = {
             message_id: (stored_hash, tokens)
-            for message_id, stored_hash, tokens in self._select_in("SELECT message_id, hash, tokens FROM bodies", ids)
+            for message_id, stored_hash, tokens in self._select_in(
+                "SELECT message_id, hash, tokens FROM bodies", ids
+            )
         }
         rows = []
         reused: dict[str, tuple[int, ...]] = {}
@@ -339,7 +355,13 @@ class Store:
                 raise TranscriptError(f"internal: no matching body for appended message {event.message_id!r}")
             stored[event.message_id] = (prepared.hash, b"")
             rows.append(
-                (event.message_id, prepared.hash, self.tokenizer, _TOKENS_ENCODER.encode(prepared.tokens), prepared.data)
+                (
+                    event.message_id,
+                    prepared.hash,
+                    self.tokenizer,
+                    _TOKENS_ENCODER.encode(prepared.tokens),
+                    prepared.data,
+                )
             )
         self._conn.executemany(
             "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body) VALUES (?, ?, ?, ?, ?)", rows

@@ -16,8 +16,8 @@ from transcript.model import Message, ToolCall
 
 _WORDS: Final = (
     "error warning passed failed test module import return value config path file line assert "
-    "expected actual def class self None True False build install cache session request response "
-    "token budget context window compact summary message tool result output input"
+    "expected actual def class self None True False build install cache session request "
+    "response token budget context window compact summary message tool result output input "
 ).split()
 _TOOLS: Final = ("Bash", "Read", "Grep", "Edit", "Glob")
 _START: Final = datetime(2026, 1, 1, tzinfo=UTC)
@@ -29,7 +29,10 @@ def _text(rng: random.Random, chars: int) -> str:
     size = 0
     while size < chars:
         words = rng.choices(_WORDS, k=rng.randint(4, 14))
-        line = f"{rng.choice(('src', 'tests', 'lib'))}/{rng.choice(_WORDS)}.py:{rng.randint(1, 999)}: " + " ".join(words)
+        line = (
+            f"{rng.choice(('src', 'tests', 'lib'))}/{rng.choice(_WORDS)}.py:{rng.randint(1, 999)}: "
+            + " ".join(words)
+        )
         lines.append(line)
         size += len(line) + 1
     return "\n".join(lines)[:chars]
@@ -52,12 +55,18 @@ class SyntheticSession:
         """Endless turns: the opening (system + user), then one step (assistant call + result) each."""
         rng = self._rng
         mid, at = self._meta()
-        opening = [Message.system("You are a careful coding agent. " + _text(rng, 600), id=mid, created_at=at)]
+        opening = [
+            Message.system("You are a careful coding agent. " + _text(rng, 600), id=mid, created_at=at)
+        ]
         step = 0
         while True:
             if step % self._steps_per_user_turn == 0:
                 mid, at = self._meta()
-                opening.append(Message.user("Please fix this: " + _text(rng, rng.randint(80, 600)), id=mid, created_at=at))
+                opening.append(
+                    Message.user(
+                        "Please fix this: " + _text(rng, rng.randint(80, 600)), id=mid, created_at=at
+                    )
+                )
                 yield opening
                 opening = []
             step += 1
@@ -68,12 +77,17 @@ class SyntheticSession:
         tool = rng.choice(_TOOLS)
         call_id = f"call-{self.seed}-{step}"
         mid, at = self._meta()
-        call = ToolCall(id=call_id, name=tool, input={"command": _text(rng, rng.randint(20, 120)), "step": step})
-        assistant = Message.assistant(_text(rng, rng.randint(40, 400)), tool_calls=[call], id=mid, created_at=at)
+        call = ToolCall(
+            id=call_id, name=tool, input={"command": _text(rng, rng.randint(20, 120)), "step": step}
+        )
+        assistant = Message.assistant(
+            _text(rng, rng.randint(40, 400)), tool_calls=[call], id=mid, created_at=at
+        )
         size = rng.randint(20_000, 200_000) if rng.random() < LARGE_FRACTION else rng.randint(200, 3_000)
         mid, at = self._meta()
-        result = Message.tool_result(call_id, _text(rng, size), name=tool, is_error=rng.random() < 0.05, id=mid,
-                                     created_at=at)
+        result = Message.tool_result(
+            call_id, _text(rng, size), name=tool, is_error=rng.random() < 0.05, id=mid, created_at=at
+        )
         return [assistant, result]
 
     def messages(self, count: int) -> list[list[Message]]:

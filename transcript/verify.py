@@ -85,9 +85,14 @@ def _verify(conn: sqlite3.Connection, path: str) -> VerifyReport:
     applied = schema.applied(conn)
     if tuple(applied) != schema.KNOWN:
         problems.append(
-            Problem(code="schema", detail=f"migrations {applied} recorded, this release expects {list(schema.KNOWN)}")
+            Problem(
+                code="schema",
+                detail=f"migrations {applied} recorded, this release expects {list(schema.KNOWN)}",
+            )
         )
-        return VerifyReport(path=path, schema=tuple(applied), bodies=0, sessions=0, events=0, problems=tuple(problems))
+        return VerifyReport(
+            path=path, schema=tuple(applied), bodies=0, sessions=0, events=0, problems=tuple(problems)
+        )
     conn.execute("BEGIN")
     try:
         hashes = dict(_check_bodies(conn, problems))
@@ -96,7 +101,12 @@ def _verify(conn: sqlite3.Connection, path: str) -> VerifyReport:
     finally:
         conn.execute("ROLLBACK")
     return VerifyReport(
-        path=path, schema=tuple(applied), bodies=len(hashes), sessions=sessions, events=events, problems=tuple(problems)
+        path=path,
+        schema=tuple(applied),
+        bodies=len(hashes),
+        sessions=sessions,
+        events=events,
+        problems=tuple(problems),
     )
 
 
@@ -125,12 +135,18 @@ def _check_bodies(conn: sqlite3.Connection, problems: list[Problem]) -> Iterator
             )
         if len(counts) != len(message.parts):
             problems.append(
-                Problem(code="body_tokens", detail="token counts do not match the parts", message_id=message_id)
+                Problem(
+                    code="body_tokens", detail="token counts do not match the parts", message_id=message_id
+                )
             )
 
 
-def _check_sessions(conn: sqlite3.Connection, hashes: dict[str, str], problems: list[Problem]) -> tuple[int, int]:
-    session_ids = [sid for (sid,) in conn.execute("SELECT DISTINCT session_id FROM events ORDER BY session_id")]
+def _check_sessions(
+    conn: sqlite3.Connection, hashes: dict[str, str], problems: list[Problem]
+) -> tuple[int, int]:
+    session_ids = [
+        sid for (sid,) in conn.execute("SELECT DISTINCT session_id FROM events ORDER BY session_id")
+    ]
     total = 0
     for session_id in session_ids:
         total += _check_session(conn, session_id, hashes, problems)
@@ -138,12 +154,18 @@ def _check_sessions(conn: sqlite3.Connection, hashes: dict[str, str], problems: 
         "SELECT DISTINCT session_id FROM history WHERE session_id NOT IN (SELECT session_id FROM events)"
     ).fetchall()
     for (session_id,) in orphans:
-        problems.append(Problem(code="history_orphan", detail="history rows with no event log", session_id=session_id))
+        problems.append(
+            Problem(code="history_orphan", detail="history rows with no event log", session_id=session_id)
+        )
     return len(session_ids), total
 
 
-def _check_session(conn: sqlite3.Connection, session_id: str, hashes: dict[str, str], problems: list[Problem]) -> int:
-    history = dict(conn.execute("SELECT seq, message_id FROM history WHERE session_id = ?", (session_id,)).fetchall())
+def _check_session(
+    conn: sqlite3.Connection, session_id: str, hashes: dict[str, str], problems: list[Problem]
+) -> int:
+    history = dict(
+        conn.execute("SELECT seq, message_id FROM history WHERE session_id = ?", (session_id,)).fetchall()
+    )
     members: set[str] = set()
     prev = GENESIS
     count = 0
@@ -173,20 +195,29 @@ def _check_session(conn: sqlite3.Connection, session_id: str, hashes: dict[str, 
             if seq != next_seq:
                 report("seq_gap", f"expected seq {next_seq}", seq, message_id)
             if history.get(seq) != message_id:
-                report("history_mismatch", f"history row at this seq holds {history.get(seq)!r}", seq, message_id)
+                report(
+                    "history_mismatch", f"history row at this seq holds {history.get(seq)!r}", seq, message_id
+                )
             stored = hashes.get(message_id)
             if stored is None:
                 report("body_missing", "no body stored for this message", seq, message_id)
             elif stored != event.body_hash:
-                report("body_changed", "the stored body's hash differs from the one appended", seq, message_id)
+                report(
+                    "body_changed", "the stored body's hash differs from the one appended", seq, message_id
+                )
             members.add(message_id)
             next_seq = seq + 1
         elif isinstance(event, MessageMarked) and event.message_id not in members:
             report("mark_unknown", "marks a message not in the session", message_id=event.message_id)
     for seq in sorted(set(history) - set(range(next_seq))):
         problems.append(
-            Problem(code="history_extra", detail="history row with no append event", session_id=session_id, seq=seq,
-                    message_id=history[seq])
+            Problem(
+                code="history_extra",
+                detail="history row with no append event",
+                session_id=session_id,
+                seq=seq,
+                message_id=history[seq],
+            )
         )
     return count
 
@@ -201,7 +232,9 @@ def _report(
     message_id: str | None = None,
 ) -> None:
     problems.append(
-        Problem(code=code, detail=detail, session_id=session_id, version=version, seq=seq, message_id=message_id)
+        Problem(
+            code=code, detail=detail, session_id=session_id, version=version, seq=seq, message_id=message_id
+        )
     )
 
 
