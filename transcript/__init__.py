@@ -10,88 +10,42 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from projection.view import Diagnostic as Diagnostic
-    from projection.view import View as View
+    from projection.view import Diagnostic as Diagnostic, View as View
     from transcript.errors import (
         ConflictError as ConflictError,
-    )
-    from transcript.errors import (
         DuplicateMessage as DuplicateMessage,
-    )
-    from transcript.errors import (
         InvalidMessage as InvalidMessage,
-    )
-    from transcript.errors import (
         PendingToolCalls as PendingToolCalls,
-    )
-    from transcript.errors import (
         SchemaError as SchemaError,
-    )
-    from transcript.errors import (
         SessionNotFound as SessionNotFound,
-    )
-    from transcript.errors import (
         StoreCorrupted as StoreCorrupted,
-    )
-    from transcript.errors import (
         StoreFull as StoreFull,
-    )
-    from transcript.errors import (
         StoreLocked as StoreLocked,
-    )
-    from transcript.errors import (
         StoreReadOnly as StoreReadOnly,
-    )
-    from transcript.errors import (
         StoreUnavailable as StoreUnavailable,
-    )
-    from transcript.errors import (
+        TokenizerUnavailable as TokenizerUnavailable,
         TranscriptError as TranscriptError,
     )
+    from transcript.formats.base import FormatError as FormatError
+    from transcript.importing import ImportReport as ImportReport, SessionReport as SessionReport
     from transcript.model import (
         DirectiveEntry as DirectiveEntry,
-    )
-    from transcript.model import (
         DocumentPart as DocumentPart,
-    )
-    from transcript.model import (
         Entry as Entry,
-    )
-    from transcript.model import (
         ImagePart as ImagePart,
-    )
-    from transcript.model import (
         Message as Message,
-    )
-    from transcript.model import (
         MessageFlags as MessageFlags,
-    )
-    from transcript.model import (
         ProjectionDirective as ProjectionDirective,
-    )
-    from transcript.model import (
         ReasoningPart as ReasoningPart,
-    )
-    from transcript.model import (
         RedactedReasoningPart as RedactedReasoningPart,
-    )
-    from transcript.model import (
         TextPart as TextPart,
-    )
-    from transcript.model import (
         ToolCall as ToolCall,
-    )
-    from transcript.model import (
         ToolResult as ToolResult,
-    )
-    from transcript.model import (
         TranscriptSnapshot as TranscriptSnapshot,
     )
     from transcript.session import Transcript as Transcript
-    from transcript.store import SessionInfo as SessionInfo
-    from transcript.store import Store as Store
-    from transcript.verify import VerifyReport as VerifyReport
-    from transcript.verify import verify as verify
+    from transcript.store import SessionInfo as SessionInfo, Store as Store
+    from transcript.verify import VerifyReport as VerifyReport, verify as verify
 
 _EXPORTS = {
     "Diagnostic": "projection.view",
@@ -107,7 +61,11 @@ _EXPORTS = {
     "StoreLocked": "transcript.errors",
     "StoreReadOnly": "transcript.errors",
     "StoreUnavailable": "transcript.errors",
+    "TokenizerUnavailable": "transcript.errors",
     "TranscriptError": "transcript.errors",
+    "FormatError": "transcript.formats.base",
+    "ImportReport": "transcript.importing",
+    "SessionReport": "transcript.importing",
     "DirectiveEntry": "transcript.model",
     "DocumentPart": "transcript.model",
     "Entry": "transcript.model",
@@ -135,7 +93,9 @@ __all__ = [
     "DocumentPart",
     "DuplicateMessage",
     "Entry",
+    "FormatError",
     "ImagePart",
+    "ImportReport",
     "InvalidMessage",
     "Message",
     "MessageFlags",
@@ -146,6 +106,7 @@ __all__ = [
     "SchemaError",
     "SessionInfo",
     "SessionNotFound",
+    "SessionReport",
     "Store",
     "StoreCorrupted",
     "StoreFull",
@@ -153,6 +114,7 @@ __all__ = [
     "StoreReadOnly",
     "StoreUnavailable",
     "TextPart",
+    "TokenizerUnavailable",
     "ToolCall",
     "ToolResult",
     "Transcript",

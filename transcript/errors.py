@@ -54,6 +54,10 @@ class StoreCorrupted(StoreUnavailable):
     """The file is not a database or its pages are damaged."""
 
 
+class TokenizerUnavailable(TranscriptError):
+    """The packaged tokenizer data is missing or does not match its published hash."""
+
+
 class PendingToolCalls(TranscriptError):
     """Tool calls are still unanswered where the operation needs every call to have its result."""
 

@@ -13,7 +13,7 @@ import msgspec
 
 from projection.canonical import canonical_order, needs_reorder
 from projection.view import View
-from transcript.errors import InvalidMessage
+from transcript.errors import InvalidMessage, StoreCorrupted
 from transcript.model import (
     Entry,
     Event,
@@ -79,9 +79,9 @@ class LiveSession:
         if isinstance(event, MessageAppended):
             message, tokens = bodies[event.message_id]
             if event.seq != len(self.entries):
-                raise InvalidMessage(
+                raise StoreCorrupted(
                     f"session {self.session_id!r}: event {version} appends seq {event.seq}, "
-                    f"expected {len(self.entries)}"
+                    f"expected {len(self.entries)} (run `transcript verify`)"
                 )
             self.add(message, tokens)
         elif isinstance(event, MessageMarked):

@@ -86,7 +86,8 @@ class ToolCall(_Part, tag="tool_call", frozen=True):
         """A call from a provider's argument string: parsed when it is JSON, kept raw when not."""
         try:
             value = msgspec.json.decode(arguments)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeEncodeError):
+            # Not JSON (or not even valid Unicode, which the store refuses at append): keep it raw.
             return cls(id=id, name=name, input=None, raw_input=arguments)
         return cls(id=id, name=name, input=value)
 
@@ -455,7 +456,17 @@ class MessageMarked(_Event, tag="message_marked", frozen=True):
     projection: ProjectionDirective | None = None
 
 
-Event: TypeAlias = MessageAppended | MessageMarked
+class SessionStarted(_Event, tag="session_started", frozen=True):
+    """Where a session came from: a title, the file it was imported from, the call that spawned it."""
+
+    title: str | None = None
+    source: str | None = None
+    parent_session_id: str | None = None
+    parent_call_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+Event: TypeAlias = MessageAppended | MessageMarked | SessionStarted
 
 EVENT_ENCODER: Final = msgspec.json.Encoder()
 EVENT_DECODER: Final = msgspec.json.Decoder(Event)

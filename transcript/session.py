@@ -116,11 +116,12 @@ class Transcript:
         result: list[Message] = []
         batch: dict[str, PreparedMessage] = {}
         for message in messages:
-            item = self.store.prepare(message)
+            item = self.store.prepare(message, count=False)
             known = self._known(item, batch)
             if known is not None:
                 result.append(known)
                 continue
+            item = self.store.count(item)
             batch[item.message.id] = item
             prepared.append(item)
             result.append(item.message)

@@ -39,6 +39,7 @@ from transcript.model import (
 from transcript.tokens import CL100K, TokenCounter, get_counter, message_tokens
 
 if TYPE_CHECKING:
+    from transcript.importing import ImportReport
     from transcript.session import Transcript
 
 _TOKENS_ENCODER: Final = msgspec.json.Encoder()
@@ -62,6 +63,15 @@ class PreparedMessage(NamedTuple):
     data: bytes
     hash: str
     tokens: tuple[int, ...]
+
+
+class SessionWrite(NamedTuple):
+    """Events to append to one session, the version it must be at, and the bodies its appends need."""
+
+    session_id: str
+    expected_version: int
+    events: Sequence[Event]
+    bodies: Mapping[str, PreparedMessage]
 
 
 class StoredBody(NamedTuple):
@@ -170,6 +180,12 @@ class Store:
             raise SessionNotFound(f"no session {session_id!r} in {self.path}")
         return Transcript(self, session_id)
 
+    def import_file(self, path: str | Path, format: str = "auto") -> ImportReport:
+        """Import a recorded session file (all its sessions in one transaction); see `transcript.formats`."""
+        from transcript.importing import import_file
+
+        return import_file(self, path, format)
+
     # --- reads -------------------------------------------------------------------------------------
 
     def head(self, session_id: str) -> tuple[int, str]:
@@ -266,10 +282,15 @@ class Store:
             self._counter = get_counter(self.tokenizer)
         return self._counter
 
-    def prepare(self, message: Message) -> PreparedMessage:
-        """Check, normalize, hash and count a message, outside any transaction."""
+    def prepare(self, message: Message, *, count: bool = True) -> PreparedMessage:
+        """Check, normalize, hash and (unless `count=False`) count a message, outside any transaction."""
         normal, data = normalize_message(message)
-        return PreparedMessage(normal, data, body_hash(normal), message_tokens(normal, self.counter))
+        tokens = message_tokens(normal, self.counter) if count else ()
+        return PreparedMessage(normal, data, body_hash(normal), tokens)
+
+    def count(self, prepared: PreparedMessage) -> PreparedMessage:
+        """The prepared message with its per-part token counts."""
+        return prepared._replace(tokens=message_tokens(prepared.message, self.counter))
 
     def write(
         self,
@@ -284,44 +305,50 @@ class Store:
         it, its body (from `bodies`). Raises `ConflictError` when the session is not at
         `expected_version`, `DuplicateMessage` when an id is stored with other content.
         """
+        return self.write_many([SessionWrite(session_id, expected_version, events, bodies or {})])[0]
+
+    def write_many(self, writes: Sequence[SessionWrite]) -> list[tuple[int, dict[str, tuple[int, ...]]]]:
+        """Several sessions' writes in one transaction: all of them are stored, or none."""
         if self.readonly:
             raise StoreReadOnly(f"{self.path} is open read-only; nothing was written")
-        if not events:
-            return expected_version, {}
-        bodies = bodies or {}
         recorded_at = datetime.now(UTC).isoformat(timespec="microseconds")
+        with db.translated("writing to the store"), self._transaction():
+            results = [self._append_events(write, recorded_at) for write in writes]
+        self._local_writes += 1
+        return results
+
+    def _append_events(self, write: SessionWrite, recorded_at: str) -> tuple[int, dict[str, tuple[int, ...]]]:
+        session_id, expected_version, events, bodies = write
+        version, prev = self.head(session_id)
+        if version != expected_version:
+            raise ConflictError(
+                f"session {session_id!r} is at version {version}, this write expected "
+                f"{expected_version}; nothing was written (catch up and retry)"
+            )
         appended = [event for event in events if isinstance(event, MessageAppended)]
         reused: dict[str, tuple[int, ...]] = {}
-        with db.translated(f"writing to session {session_id!r}"), self._transaction():
-            version, prev = self.head(session_id)
-            if version != expected_version:
-                raise ConflictError(
-                    f"session {session_id!r} is at version {version}, this write expected "
-                    f"{expected_version}; nothing was written (catch up and retry)"
+        if appended:
+            reused = self._insert_bodies(appended, bodies)
+            try:
+                self._conn.executemany(
+                    "INSERT INTO history (session_id, seq, message_id) VALUES (?, ?, ?)",
+                    [(session_id, event.seq, event.message_id) for event in appended],
                 )
-            if appended:
-                reused = self._insert_bodies(appended, bodies)
-                try:
-                    self._conn.executemany(
-                        "INSERT INTO history (session_id, seq, message_id) VALUES (?, ?, ?)",
-                        [(session_id, event.seq, event.message_id) for event in appended],
-                    )
-                except sqlite3.IntegrityError as exc:
-                    raise ConflictError(
-                        f"session {session_id!r} already has a message at one of these seqs"
-                    ) from exc
-            rows = []
-            for event in events:
-                version += 1
-                payload = EVENT_ENCODER.encode(event)
-                prev = event_hash(prev, session_id, version, recorded_at, payload)
-                rows.append((session_id, version, event.kind, recorded_at, payload, prev))
-            self._conn.executemany(
-                "INSERT INTO events (session_id, version, kind, recorded_at, payload, hash) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-        self._local_writes += 1
+            except sqlite3.IntegrityError as exc:
+                raise ConflictError(
+                    f"session {session_id!r} already has a message at one of these seqs"
+                ) from exc
+        rows = []
+        for event in events:
+            version += 1
+            payload = EVENT_ENCODER.encode(event)
+            prev = event_hash(prev, session_id, version, recorded_at, payload)
+            rows.append((session_id, version, event.kind, recorded_at, payload, prev))
+        self._conn.executemany(
+            "INSERT INTO events (session_id, version, kind, recorded_at, payload, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
         return version, reused
 
     def _insert_bodies(

@@ -15,6 +15,7 @@ import math
 import threading
 from typing import TYPE_CHECKING, Final, Protocol
 
+from transcript.errors import TokenizerUnavailable
 from transcript.model import (
     DocumentPart,
     ImagePart,
@@ -78,8 +79,13 @@ class Cl100kCounter:
                 from tiktoken.load import load_tiktoken_bpe
 
                 path = resources.files("transcript") / "data" / "cl100k_base.tiktoken"
-                with resources.as_file(path) as file:
-                    ranks = load_tiktoken_bpe(str(file), expected_hash=CL100K_SHA256)
+                try:
+                    with resources.as_file(path) as file:
+                        ranks = load_tiktoken_bpe(str(file), expected_hash=CL100K_SHA256)
+                except (OSError, ValueError) as exc:
+                    raise TokenizerUnavailable(
+                        f"cannot load the packaged cl100k_base rank file ({exc}); reinstall transcript-store"
+                    ) from exc
                 self._encoding = tiktoken.Encoding(
                     name=CL100K,
                     pat_str=_CL100K_PATTERN,
@@ -133,7 +139,9 @@ def media_tokens(part: ImagePart | DocumentPart) -> int:
     """The documented estimate for a media part, from its payload size alone."""
     if isinstance(part, ImagePart):
         return IMAGE_TOKENS
-    decoded_bytes = len(part.data) * 3 // 4
+    data = part.data
+    padding = 2 if data.endswith("==") else 1 if data.endswith("=") else 0
+    decoded_bytes = len(data) * 3 // 4 - padding
     return max(1, math.ceil(decoded_bytes / 102_400)) * DOCUMENT_TOKENS_PER_100KB
 
 

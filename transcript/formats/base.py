@@ -1,0 +1,57 @@
+"""What every importer produces, and the error it raises on a bad record.
+
+An importer is a pure function from a file to `ParsedSession`s: messages in history order, ready to
+append, with every repair it made named (never a silent drop). The store then writes all sessions of
+a file in one transaction, so a bad record anywhere leaves the store exactly as it was.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+from transcript.errors import InvalidMessage
+from transcript.model import Message
+
+RepairKind: TypeAlias = Literal[
+    "synthetic_result",  # a call had no result: an "interrupted" error result was added after it
+    "orphan_result_as_text",  # a result answered no known call: kept as user text, saying so
+    "call_id_renamed",  # a call id was reused or missing: a unique id was derived for it
+    "merged_split_message",  # one API message spread over several records was joined
+]
+
+
+class Repair(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One change an importer made so that the history is one a provider accepts."""
+
+    kind: RepairKind
+    detail: str
+    message_id: str | None = None
+    call_id: str | None = None
+    line: int | None = None
+
+
+class ParsedSession(msgspec.Struct, kw_only=True):
+    """One session read from a file, before it is stored."""
+
+    session_id: str
+    messages: list[Message]
+    title: str | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    parent_session_id: str | None = None
+    parent_call_id: str | None = None
+    repairs: list[Repair] = msgspec.field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
+
+
+class FormatError(InvalidMessage):
+    """A record of an imported file is malformed; the whole import was refused."""
+
+    def __init__(self, path: str | Path, line: int | None, reason: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        where = f"{self.path}, line {line}" if line is not None else self.path
+        super().__init__(f"{where}: {reason}")
