@@ -1,8 +1,19 @@
 """Read-only planning over an in-memory `TranscriptSnapshot`: what compaction should do.
 
 Functions here take a snapshot and a config and return plain data; they never hold a connection,
-never write a flag and never call a provider. (`plan_micro`, `CompactConfig` and the full-compaction
-cut point land with the micro-compaction work.)
+never write a flag and never call a provider.
 """
 
-__all__: list[str] = []
+from planner.config import CompactConfig, ConfigWarning
+from planner.micro import MicroPlan, plan_micro, stale_boundary
+from planner.trigger import CompactAction, determine_compact_action
+
+__all__ = [
+    "CompactAction",
+    "CompactConfig",
+    "ConfigWarning",
+    "MicroPlan",
+    "determine_compact_action",
+    "plan_micro",
+    "stale_boundary",
+]

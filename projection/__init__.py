@@ -4,6 +4,67 @@ Nothing here reads or writes a store, touches `sqlite3` or counts tokens: inputs
 and are never mutated, so the same inputs always render the same view.
 """
 
+from projection.canonical import canonical_order
+from projection.caps import KNOWN_PROVIDERS, NEUTRAL, ProviderCaps, caps_for
+from projection.directives import (
+    CORRUPTED_PROJECTION,
+    DIRECTIVE_ID_MISMATCH,
+    DIRECTIVE_VERSION_MISMATCH,
+    PENDING_TOOL_CALLS,
+    PROJECTION_REBUILT,
+    RENDER_FAILED,
+    Absent,
+    Invalid,
+    PersistedPlan,
+    Valid,
+    check_entry,
+    group_directives,
+    plan_from_persisted_directives,
+)
+from projection.llm_view import render_llm_view
+from projection.render import (
+    PROJECTION_POLICY_VERSION,
+    RenderError,
+    apply_directive,
+    known_versions,
+    register_renderer,
+    render_entry,
+    truncate_text,
+)
+from projection.validate import OrderProblem, OrderReport, check_view_order
 from projection.view import Diagnostic, View, ViewSource
 
-__all__ = ["Diagnostic", "View", "ViewSource"]
+__all__ = [
+    "CORRUPTED_PROJECTION",
+    "DIRECTIVE_ID_MISMATCH",
+    "DIRECTIVE_VERSION_MISMATCH",
+    "KNOWN_PROVIDERS",
+    "NEUTRAL",
+    "PENDING_TOOL_CALLS",
+    "PROJECTION_POLICY_VERSION",
+    "PROJECTION_REBUILT",
+    "RENDER_FAILED",
+    "Absent",
+    "Diagnostic",
+    "Invalid",
+    "OrderProblem",
+    "OrderReport",
+    "PersistedPlan",
+    "ProviderCaps",
+    "RenderError",
+    "Valid",
+    "View",
+    "ViewSource",
+    "apply_directive",
+    "canonical_order",
+    "caps_for",
+    "check_entry",
+    "check_view_order",
+    "group_directives",
+    "known_versions",
+    "plan_from_persisted_directives",
+    "register_renderer",
+    "render_entry",
+    "render_llm_view",
+    "truncate_text",
+]

@@ -1,8 +1,8 @@
 """The live, in-memory state of one session, kept current event by event.
 
 A live process reads the whole session once and then only what is new, so the cost of a turn does
-not grow with the session's length: an append adds one entry and extends the cached view; a mark
-replaces one entry and drops the cached view order. This module does no I/O.
+not grow with the session's length: an append adds one entry and renders one message; a mark replaces
+one entry and re-renders one message (`transcript.liveview`). This module does no I/O.
 """
 
 from __future__ import annotations
@@ -11,10 +11,13 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from projection.canonical import canonical_order, needs_reorder
+from planner.config import CompactConfig
+from projection.caps import NEUTRAL, ProviderCaps
 from projection.view import View
 from transcript.errors import InvalidMessage, StoreCorrupted
+from transcript.liveview import LiveView
 from transcript.model import (
+    CompactionRecorded,
     Entry,
     Event,
     Message,
@@ -25,22 +28,23 @@ from transcript.model import (
     TranscriptSnapshot,
     apply_mark,
 )
+from transcript.results import CompactResult
 
 
 class LiveSession:
-    """Entries in `seq` order, an index by message id, the calls still pending, and the view cache."""
+    """Entries in `seq` order, an index by message id, the calls still pending, and the live view."""
 
-    def __init__(self, session_id: str, tokenizer: str) -> None:
+    def __init__(self, session_id: str, tokenizer: str, caps: ProviderCaps = NEUTRAL) -> None:
         self.session_id = session_id
         self.tokenizer = tokenizer
         self.version = 0
         self.entries: list[Entry] = []
         self.positions: dict[str, int] = {}
         self.pending: dict[str, str] = {}
-        self._order: list[Entry] | None = []
-        self._shown: list[Message] = []
-        self._tokens = 0
-        self._view: View | None = None
+        self.step_starts: list[int] = []
+        self.turn_starts: list[int] = []
+        self.rendered = LiveView(caps)
+        self.results: list[tuple[int, CompactResult]] = []
 
     # --- applying what the log says ----------------------------------------------------------------
 
@@ -50,14 +54,11 @@ class LiveSession:
         self.positions[message.id] = entry.seq
         self.entries.append(entry)
         self.pending = _pending_after(self.pending, message)
-        self._view = None
-        if self._order is not None:
-            if needs_reorder(entry):
-                self._order = None
-            else:
-                self._order.append(entry)
-                self._shown.append(message)
-                self._tokens += entry.token_count
+        if message.role == "assistant":
+            self.step_starts.append(entry.seq)
+        elif message.role == "user" and message.kind == "message":
+            self.turn_starts.append(entry.seq)
+        self.rendered.appended(entry)
         return entry
 
     def mark(self, mark: MessageMarked) -> None:
@@ -65,12 +66,12 @@ class LiveSession:
         position = self.positions.get(mark.message_id)
         if position is None:
             return
-        entry = self.entries[position]
-        flags = apply_mark(entry.flags, mark)
-        if flags != entry.flags:
-            self.entries[position] = msgspec.structs.replace(entry, flags=flags)
-            self._order = None
-            self._view = None
+        before = self.entries[position]
+        flags = apply_mark(before.flags, mark)
+        if flags != before.flags:
+            after = msgspec.structs.replace(before, flags=flags)
+            self.entries[position] = after
+            self.rendered.marked(before, after)
 
     def apply(
         self, version: int, event: Event, bodies: Mapping[str, tuple[Message, tuple[int, ...]]]
@@ -86,19 +87,15 @@ class LiveSession:
             self.add(message, tokens)
         elif isinstance(event, MessageMarked):
             self.mark(event)
+        elif isinstance(event, CompactionRecorded):
+            self.results.append((version, event.result))
         self.version = version
 
     # --- what callers read -------------------------------------------------------------------------
 
-    def view(self) -> View:
-        """The canonical view (excluded left out, summaries at their anchors), cached until a change."""
-        if self._view is None:
-            if self._order is None:
-                self._order = canonical_order(self.entries)
-                self._shown = [e.message for e in self._order]
-                self._tokens = sum(e.token_count for e in self._order)
-            self._view = View(messages=tuple(self._shown), source="canonical", tokens=self._tokens)
-        return self._view
+    def view(self, config: CompactConfig) -> View:
+        """The model view (SPEC §5), kept incrementally; `config` is used only to rebuild a broken one."""
+        return self.rendered.view(self.entries, tuple(self.pending), self.snapshot, config)
 
     def snapshot(self) -> TranscriptSnapshot:
         """The planner's input: every entry at the current version."""
@@ -107,6 +104,8 @@ class LiveSession:
             version=self.version,
             entries=tuple(self.entries),
             tokenizer=self.tokenizer,
+            step_starts=tuple(self.step_starts),
+            turn_starts=tuple(self.turn_starts),
         )
 
     def check_order(self, messages: Iterable[Message]) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Final, Literal, TypeAlias
 import msgspec
 
 from transcript.errors import InvalidMessage
+from transcript.results import CompactResult
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 MessageKind: TypeAlias = Literal["message", "summary", "meta"]
@@ -116,6 +117,22 @@ class ToolResult(_Part, tag="tool_result", frozen=True):
         if isinstance(self.content, str):
             return self.content
         return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+# Media are never tokenized. An image counts what a provider charges for a full-size one (~1.15 MP at
+# 750 px per token); a document counts that much per started 100 KB of decoded payload (about a page).
+IMAGE_TOKENS: Final = 1_600
+DOCUMENT_TOKENS_PER_100KB: Final = 1_600
+
+
+def media_tokens(part: ImagePart | DocumentPart) -> int:
+    """The documented token estimate of a media part, from its payload size alone."""
+    if isinstance(part, ImagePart):
+        return IMAGE_TOKENS
+    data = part.data
+    padding = 2 if data.endswith("==") else 1 if data.endswith("=") else 0
+    decoded_bytes = len(data) * 3 // 4 - padding
+    return max(1, math.ceil(decoded_bytes / 102_400)) * DOCUMENT_TOKENS_PER_100KB
 
 
 Part: TypeAlias = (
@@ -389,23 +406,31 @@ def _check_json_value(value: object, where: str, depth: int = 0) -> None:
 # --- flags and projection directives -----------------------------------------------------------
 
 DirectiveTarget: TypeAlias = Literal["message", "part", "tool_call"]
+# Directive actions: keep the head and tail of a text; show a media item as a short placeholder.
+TRUNCATE: Final = "truncate"
+PLACEHOLDER: Final = "placeholder"
 
 
 class DirectiveEntry(_Value, frozen=True):
     """One instruction of a projection directive, frozen when written.
 
-    `keep_head`/`keep_tail` are copied from the config of the round that wrote it, so later config
-    changes never alter how it renders; `rendered_tokens` is the size of what it renders, counted once.
+    The target is a part of the message (`part_index`), or one item of a tool result's content list
+    (`item_index`). `keep_head`/`keep_tail` are copied from the config of the round that wrote it, so
+    later config changes never alter how it renders. `original_tokens` and `rendered_tokens` are the
+    target's size as stored and as rendered, counted once when the directive was written, so a view's
+    size is known without tokenizing at render.
     """
 
     message_id: str
     target: DirectiveTarget
     action: str
     part_index: int | None = None
+    item_index: int | None = None
     call_id: str | None = None
     keep_head: int = 0
     keep_tail: int = 0
     original_chars: int = 0
+    original_tokens: int = 0
     rendered_tokens: int = 0
 
 
@@ -466,7 +491,13 @@ class SessionStarted(_Event, tag="session_started", frozen=True):
     metadata: dict[str, Any] | None = None
 
 
-Event: TypeAlias = MessageAppended | MessageMarked | SessionStarted
+class CompactionRecorded(_Event, tag="compaction_recorded", frozen=True):
+    """The result record of a compaction round that did something (or failed)."""
+
+    result: CompactResult
+
+
+Event: TypeAlias = MessageAppended | MessageMarked | SessionStarted | CompactionRecorded
 
 EVENT_ENCODER: Final = msgspec.json.Encoder()
 EVENT_DECODER: Final = msgspec.json.Decoder(Event)
@@ -508,9 +539,17 @@ class Entry(_Value, frozen=True):
 
 
 class TranscriptSnapshot(_Value, frozen=True):
-    """A session at one version: every entry in `seq` order. The planner's only input."""
+    """A session at one version: every entry in `seq` order. The planner's only input.
+
+    `step_starts` holds the `seq` of every assistant message (a step is one model call and the results
+    that answer it); `turn_starts` the `seq` of every user message that opens a turn group (not a
+    summary, not expanded command text). Both are kept as the session grows, so planning never has to
+    rescan the history to find where recent steps begin.
+    """
 
     session_id: str
     version: int
     entries: tuple[Entry, ...]
     tokenizer: str
+    step_starts: tuple[int, ...] = ()
+    turn_starts: tuple[int, ...] = ()

@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from planner.config import CompactConfig
 from projection.view import View
 from transcript.errors import ConflictError, DuplicateMessage
 from transcript.hashing import body_hash
 from transcript.live import LiveSession
-from transcript.model import Message, MessageAppended, TranscriptSnapshot
+from transcript.model import Entry, Message, MessageAppended, TranscriptSnapshot
+from transcript.results import CompactResult
 from transcript.store import PreparedMessage, Store
 
 INTERRUPTED_RESULT: Final = "tool execution was interrupted"
@@ -37,6 +39,8 @@ class Transcript:
         self.session_id = session_id
         self._owns_store = owns_store
         self._seen: tuple[int, int] | None = None
+        self.config = CompactConfig()
+        self._cursor: tuple[tuple[object, ...], int] = ((), 0)
         self._live = LiveSession(session_id, store.tokenizer)
         self._load()
 
@@ -182,18 +186,63 @@ class Transcript:
         return self._live.snapshot()
 
     def visible_messages(self) -> View:
-        """The exact view to send to the model now.
+        """The exact view to send to the model now (SPEC §5).
 
-        Today this is the canonical view: excluded messages left out, summaries at their anchors,
-        bodies as stored. (Rendering persisted projection directives plugs in here.)
+        Excluded messages are left out, summaries shown at their anchors, and every message rendered
+        under its persisted directive (`source="persisted"`; `"canonical"` when there is none). A
+        directive this release cannot trust is never guessed at: the view is rebuilt in memory
+        (`"rebuilt"`, with diagnostics saying so) or falls back to the canonical one (`"fallback"`).
         """
         self._sync()
-        return self._live.view()
+        return self._live.view(self.config)
 
     def stored_messages(self) -> list[Message]:
         """The session's full history, every body exactly as stored, in `seq` order."""
         self._sync()
         return [entry.message for entry in self._live.entries]
+
+    def entry(self, message_id: str) -> Entry | None:
+        """One message of the session with its counts and flags, as last read (None when absent)."""
+        position = self._live.positions.get(message_id)
+        return None if position is None else self._live.entries[position]
+
+    # --- compaction --------------------------------------------------------------------------------
+
+    def compact(
+        self,
+        *,
+        budget_tokens: int,
+        config: CompactConfig | None = None,
+        manual: bool = False,
+        force: bool = False,
+        shadow: bool = False,
+    ) -> CompactResult:
+        """Run one compaction round against a token budget; returns its result record.
+
+        Normally called once per model call with the tokens the view may use. Below the micro
+        threshold it does nothing and writes nothing. `shadow=True` reports what would happen without
+        writing; `manual=True` marks a round the user asked for (it does not count toward the breaker).
+        """
+        from mutate.rounds import run_compact
+
+        self._sync()
+        return run_compact(
+            self, budget_tokens=budget_tokens, config=config, manual=manual, force=force, shadow=shadow
+        )
+
+    def latest_compact_result(self) -> CompactResult | None:
+        """The result of the last round that did something (it survives a restart)."""
+        self._sync()
+        return self._live.results[-1][1] if self._live.results else None
+
+    def micro_cursor(self, config: CompactConfig) -> int:
+        """Where the next micro plan may start: everything before was examined under this config."""
+        fingerprint, seq = self._cursor
+        return seq if fingerprint == config.fingerprint() else 0
+
+    def advance_micro_cursor(self, config: CompactConfig, seq: int) -> None:
+        """Record that every message before `seq` was examined (and what was eligible applied)."""
+        self._cursor = (config.fingerprint(), seq)
 
     # --- catching up -------------------------------------------------------------------------------
 
@@ -206,6 +255,10 @@ class Transcript:
             live.apply(version, event, {})
         live.version = loaded.version
         self._seen = self.store.change_token()
+
+    def refresh(self) -> None:
+        """Catch up with everything committed to this session since it was last read."""
+        self._sync()
 
     def _sync(self, *, force: bool = False) -> None:
         token = self.store.change_token()

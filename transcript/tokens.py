@@ -11,7 +11,6 @@ Base64 media are never tokenized; they are estimated by `media_tokens` (document
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -26,6 +25,7 @@ from transcript.model import (
     TextPart,
     ToolCall,
     ToolResult,
+    media_tokens,
 )
 
 if TYPE_CHECKING:
@@ -47,10 +47,6 @@ _CL100K_SPECIAL: Final = {
     "<|fim_suffix|>": 100260,
     "<|endofprompt|>": 100276,
 }
-# Media estimate: an image costs what a provider charges for a full-size one (~1.15 MP / 750 px per
-# token); a document costs that much per started 100 KB of decoded payload (roughly one PDF page).
-IMAGE_TOKENS: Final = 1_600
-DOCUMENT_TOKENS_PER_100KB: Final = 1_600
 
 
 class TokenCounter(Protocol):
@@ -133,16 +129,6 @@ def get_counter(name: str = CL100K) -> TokenCounter:
         else:
             raise ValueError(f"unknown tokenizer {name!r} (expected {CL100K!r} or {CHARS_PER_TOKEN!r})")
     return _SHARED[name]
-
-
-def media_tokens(part: ImagePart | DocumentPart) -> int:
-    """The documented estimate for a media part, from its payload size alone."""
-    if isinstance(part, ImagePart):
-        return IMAGE_TOKENS
-    data = part.data
-    padding = 2 if data.endswith("==") else 1 if data.endswith("=") else 0
-    decoded_bytes = len(data) * 3 // 4 - padding
-    return max(1, math.ceil(decoded_bytes / 102_400)) * DOCUMENT_TOKENS_PER_100KB
 
 
 def part_tokens(part: Part, counter: TokenCounter) -> int:

@@ -1,0 +1,174 @@
+"""`plan_micro`: which old tool outputs to shorten — a read-only proposal, never a write.
+
+A tool result is a candidate when it is older than the last `micro_compact_stale_steps` steps (or
+turn groups), is not an error, belongs to no protected tool, and is longer than the threshold
+(strictly, in code points); media items of old results become placeholders. Tool *inputs* are never
+touched: a model that sees a placeholder in an old call may copy it into a new one.
+
+Planning is incremental: with `skip_existing_truncated`, messages already truncated are skipped, and
+the caller may pass `since` — the `scanned_to` of the last applied plan under the same config — so a
+round looks only at messages that became stale since, not at the whole session.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+
+import msgspec
+
+from planner.config import CompactConfig
+from transcript.model import (
+    PLACEHOLDER,
+    TRUNCATE,
+    DirectiveEntry,
+    DocumentPart,
+    Entry,
+    ImagePart,
+    TextPart,
+    ToolResult,
+    TranscriptSnapshot,
+    media_tokens,
+)
+
+# What a truncation adds besides the kept text, for the estimate only (the renderer owns the marker).
+_MARKER_ALLOWANCE = 32
+# Estimated tokens of a media placeholder (mutate counts the exact number when it writes the directive).
+_PLACEHOLDER_TOKENS = 8
+
+
+class MicroPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """Directive entries proposed for one session version. Pure data: nothing is written.
+
+    Token numbers in the entries are estimates from stored counts; `micro_compact` replaces them with
+    exact counts when it writes the directives.
+    """
+
+    session_id: str
+    version: int
+    entries: tuple[DirectiveEntry, ...]
+    estimated_saved_tokens: int
+    scanned_to: int
+    examined: int
+
+    @property
+    def message_ids(self) -> tuple[str, ...]:
+        """The messages the plan would truncate, in history order, each once."""
+        return tuple(dict.fromkeys(entry.message_id for entry in self.entries))
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+
+def stale_boundary(snapshot: TranscriptSnapshot, config: CompactConfig) -> int:
+    """The first `seq` that is still recent: messages before it are stale enough to shorten."""
+    starts = snapshot.step_starts if config.micro_stale_unit == "step" else snapshot.turn_starts
+    keep = config.micro_compact_stale_steps
+    if keep == 0:
+        return len(snapshot.entries)
+    if len(starts) < keep:
+        return 0
+    return starts[-keep]
+
+
+def plan_micro(
+    snapshot: TranscriptSnapshot,
+    config: CompactConfig,
+    skip_existing_truncated: bool = True,
+    *,
+    since: int = 0,
+) -> MicroPlan:
+    """Propose truncations for stale tool results (see the module docstring)."""
+    boundary = stale_boundary(snapshot, config)
+    start = since if skip_existing_truncated else 0
+    protected = config.protected_names()
+    entries: list[DirectiveEntry] = []
+    saved = 0
+    examined = 0
+    for entry in snapshot.entries[start:boundary]:
+        examined += 1
+        if entry.message.role != "tool" or entry.flags.excluded:
+            continue
+        if skip_existing_truncated and entry.flags.truncated:
+            continue
+        for index, part in enumerate(entry.message.parts):
+            if not isinstance(part, ToolResult) or part.is_error:
+                continue
+            name = _tool_name(snapshot, entry, part)
+            if name is not None and name.casefold() in protected:
+                continue
+            for proposed, estimate in _part_entries(entry, index, part, config):
+                entries.append(proposed)
+                saved += estimate
+    return MicroPlan(
+        session_id=snapshot.session_id,
+        version=snapshot.version,
+        entries=tuple(entries),
+        estimated_saved_tokens=saved,
+        scanned_to=max(boundary, start),
+        examined=examined,
+    )
+
+
+def _part_entries(
+    entry: Entry, index: int, part: ToolResult, config: CompactConfig
+) -> Iterator[tuple[DirectiveEntry, int]]:
+    """Directive entries for one tool result part, each with its estimated token saving."""
+    part_tokens = entry.tokens[index] if index < len(entry.tokens) else 0
+    threshold = config.micro_field_threshold_chars
+    if isinstance(part.content, str):
+        if len(part.content) > threshold:
+            yield _truncation(entry, index, None, len(part.content), part_tokens, config)
+        return
+    total_chars = sum(len(item.text) for item in part.content if isinstance(item, TextPart)) or 1
+    media = sum(media_tokens(item) for item in part.content if isinstance(item, (ImagePart, DocumentPart)))
+    text_tokens = max(0, part_tokens - media)
+    for item_index, item in enumerate(part.content):
+        if isinstance(item, TextPart) and len(item.text) > threshold:
+            share = text_tokens * len(item.text) // total_chars
+            yield _truncation(entry, index, item_index, len(item.text), share, config)
+        elif isinstance(item, (ImagePart, DocumentPart)):
+            estimate = media_tokens(item)
+            placeholder = DirectiveEntry(
+                message_id=entry.message.id,
+                target="part",
+                action=PLACEHOLDER,
+                part_index=index,
+                item_index=item_index,
+                original_chars=len(item.data),
+                original_tokens=estimate,
+                rendered_tokens=_PLACEHOLDER_TOKENS,
+            )
+            yield placeholder, estimate - _PLACEHOLDER_TOKENS
+
+
+def _truncation(
+    entry: Entry, index: int, item_index: int | None, chars: int, tokens: int, config: CompactConfig
+) -> tuple[DirectiveEntry, int]:
+    kept = config.micro_field_keep_head_chars + config.micro_field_keep_tail_chars + _MARKER_ALLOWANCE
+    rendered = min(tokens, tokens * kept // max(chars, 1))
+    proposed = DirectiveEntry(
+        message_id=entry.message.id,
+        target="part",
+        action=TRUNCATE,
+        part_index=index,
+        item_index=item_index,
+        keep_head=config.micro_field_keep_head_chars,
+        keep_tail=config.micro_field_keep_tail_chars,
+        original_chars=chars,
+        original_tokens=tokens,
+        rendered_tokens=rendered,
+    )
+    return proposed, tokens - rendered
+
+
+def _tool_name(snapshot: TranscriptSnapshot, entry: Entry, result: ToolResult) -> str | None:
+    """The name of the tool that produced a result: the call's name, else the name on the result."""
+    starts = snapshot.step_starts
+    position = bisect.bisect_right(starts, entry.seq) - 1
+    if position >= 0:
+        assistant = snapshot.entries[starts[position]].message
+        for call in assistant.tool_calls:
+            if call.id == result.call_id:
+                return call.name
+    return result.name

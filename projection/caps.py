@@ -1,0 +1,45 @@
+"""Provider capabilities: what a provider accepts, which changes how a view renders.
+
+Caps are a per-session setting recorded as an event, so replay renders with the caps that were in
+force. They never change a stored body, only the view.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+
+class ProviderCaps(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What the provider of a session accepts.
+
+    `supports_media=False` renders every image and document as a short text placeholder.
+    `requires_signed_reasoning=True` means reasoning that carries a signature must be sent back
+    whole: no directive may shorten it.
+    """
+
+    provider: str = "neutral"
+    supports_media: bool = True
+    requires_signed_reasoning: bool = True
+
+
+NEUTRAL: Final = ProviderCaps()
+KNOWN_PROVIDERS: Final = {
+    "neutral": NEUTRAL,
+    "anthropic": ProviderCaps(provider="anthropic"),
+    "openai": ProviderCaps(provider="openai", requires_signed_reasoning=False),
+    "text-only": ProviderCaps(provider="text-only", supports_media=False, requires_signed_reasoning=False),
+}
+
+
+def caps_for(provider: str | ProviderCaps | None) -> ProviderCaps:
+    """Caps by provider name (or caps given as they are); `None` is the neutral provider."""
+    if provider is None:
+        return NEUTRAL
+    if isinstance(provider, ProviderCaps):
+        return provider
+    try:
+        return KNOWN_PROVIDERS[provider]
+    except KeyError:
+        raise ValueError(f"unknown provider {provider!r} (known: {', '.join(KNOWN_PROVIDERS)})") from None

@@ -1,0 +1,170 @@
+"""Rendering messages from their bodies and persisted directives: pure functions, inputs never mutated.
+
+Renderers are registered per policy version. A directive of any released version renders exactly as
+it did when it was written — its numbers are frozen in it and its renderer is never changed, only
+added to — so upgrading never silently changes a stored view. Token counts of a rendered message
+come from stored counts and the counts frozen in its directive; nothing is tokenized here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final, TypeAlias
+
+import msgspec
+
+from projection.caps import ProviderCaps
+from transcript.model import (
+    PLACEHOLDER,
+    TRUNCATE,
+    DirectiveEntry,
+    DocumentPart,
+    Entry,
+    ImagePart,
+    Message,
+    Part,
+    ProjectionDirective,
+    ReasoningPart,
+    ResultContent,
+    TextPart,
+    ToolResult,
+    media_tokens,
+)
+
+PROJECTION_POLICY_VERSION: Final = 1
+
+PartRenderer: TypeAlias = Callable[[Part, DirectiveEntry], Part]
+
+
+class RenderError(Exception):
+    """A directive cannot be applied to its message (the read path then falls back to canonical)."""
+
+
+def truncate_text(text: str, keep_head: int, keep_tail: int) -> str:
+    """Policy 1's truncation: head, one marker, tail — in code points, only when that is shorter."""
+    omitted = len(text) - keep_head - keep_tail
+    if omitted <= 0:
+        return text
+    tail = text[len(text) - keep_tail :] if keep_tail else ""
+    rendered = f"{text[:keep_head]}\n... [{omitted} chars omitted] ...\n{tail}"
+    return rendered if len(rendered) < len(text) else text
+
+
+def media_placeholder(item: ImagePart | DocumentPart) -> TextPart:
+    """Policy 1's stand-in for a media item whose payload is left out of the view."""
+    if isinstance(item, ImagePart):
+        return TextPart(text=f"[image omitted: {item.media_type}]")
+    return TextPart(text=f"[document omitted: {item.title or item.media_type}]")
+
+
+def _apply_v1(part: Part, entry: DirectiveEntry) -> Part:
+    if not isinstance(part, ToolResult):
+        raise RenderError(f"policy 1 shortens tool results only, not a {part.kind} part")
+    if entry.item_index is None:
+        if entry.action != TRUNCATE or not isinstance(part.content, str):
+            raise RenderError(f"policy 1 cannot {entry.action} a whole tool result of this shape")
+        return msgspec.structs.replace(
+            part, content=truncate_text(part.content, entry.keep_head, entry.keep_tail)
+        )
+    if isinstance(part.content, str) or not 0 <= entry.item_index < len(part.content):
+        raise RenderError(f"tool result has no content item {entry.item_index}")
+    items = list(part.content)
+    item = items[entry.item_index]
+    replacement: ResultContent
+    if entry.action == TRUNCATE and isinstance(item, TextPart):
+        replacement = TextPart(text=truncate_text(item.text, entry.keep_head, entry.keep_tail))
+    elif entry.action == PLACEHOLDER and isinstance(item, (ImagePart, DocumentPart)):
+        replacement = media_placeholder(item)
+    else:
+        raise RenderError(f"policy 1 cannot {entry.action} a {item.kind} item")
+    items[entry.item_index] = replacement
+    return msgspec.structs.replace(part, content=tuple(items))
+
+
+_RENDERERS: dict[int, PartRenderer] = {1: _apply_v1}
+
+
+def register_renderer(version: int, renderer: PartRenderer) -> None:
+    """Register the renderer of a new policy version. A released version's renderer never changes."""
+    if version in _RENDERERS and _RENDERERS[version] is not renderer:
+        raise ValueError(f"policy version {version} already has a renderer; versions are never re-registered")
+    _RENDERERS[version] = renderer
+
+
+def known_versions() -> frozenset[int]:
+    """The policy versions this code can render."""
+    return frozenset(_RENDERERS)
+
+
+def apply_directive(
+    message: Message, directive: ProjectionDirective, caps: ProviderCaps
+) -> tuple[Message, list[DirectiveEntry]]:
+    """The message as its directive renders it, and the entries that applied.
+
+    Signed reasoning is never shortened when the provider requires it whole. Raises `RenderError`
+    when the directive does not fit the message.
+    """
+    renderer = _RENDERERS.get(directive.policy_version)
+    if renderer is None:
+        raise RenderError(f"no renderer for policy version {directive.policy_version}")
+    parts = list(message.parts)
+    applied = []
+    for entry in directive.entries:
+        index = entry.part_index
+        if index is None or not 0 <= index < len(parts):
+            raise RenderError(f"directive targets part {index}, the message has {len(parts)}")
+        part = parts[index]
+        if caps.requires_signed_reasoning and isinstance(part, ReasoningPart) and part.signature:
+            continue
+        parts[index] = renderer(part, entry)
+        applied.append(entry)
+    return msgspec.structs.replace(message, parts=tuple(parts)), applied
+
+
+def _without_media(message: Message) -> Message:
+    """Every media part and media item as a placeholder (for providers without media support)."""
+    parts: list[Part] = []
+    for part in message.parts:
+        if isinstance(part, (ImagePart, DocumentPart)):
+            parts.append(media_placeholder(part))
+        elif isinstance(part, ToolResult) and not isinstance(part.content, str):
+            items = tuple(
+                media_placeholder(i) if isinstance(i, (ImagePart, DocumentPart)) else i for i in part.content
+            )
+            parts.append(msgspec.structs.replace(part, content=items))
+        else:
+            parts.append(part)
+    return msgspec.structs.replace(message, parts=tuple(parts))
+
+
+def _media_in(message: Message) -> list[ImagePart | DocumentPart]:
+    found: list[ImagePart | DocumentPart] = []
+    for part in message.parts:
+        if isinstance(part, (ImagePart, DocumentPart)):
+            found.append(part)
+        elif isinstance(part, ToolResult) and not isinstance(part.content, str):
+            found.extend(i for i in part.content if isinstance(i, (ImagePart, DocumentPart)))
+    return found
+
+
+PLACEHOLDER_TOKENS: Final = 8
+
+
+def render_entry(
+    entry: Entry, directive: ProjectionDirective | None, caps: ProviderCaps
+) -> tuple[Message, int]:
+    """One message as the model sees it, and its token count (stored counts adjusted by the directive).
+
+    Caps-driven media placeholders count `PLACEHOLDER_TOKENS` each instead of the media estimate.
+    """
+    message = entry.message
+    tokens = entry.token_count
+    if directive is not None:
+        message, applied = apply_directive(message, directive, caps)
+        tokens += sum(e.rendered_tokens - e.original_tokens for e in applied)
+    if not caps.supports_media:
+        media = _media_in(message)
+        if media:
+            message = _without_media(message)
+            tokens -= sum(media_tokens(item) - PLACEHOLDER_TOKENS for item in media)
+    return message, max(tokens, 0)
