@@ -109,10 +109,12 @@ def run_compact(
 
 def record(transcript: Transcript, result: CompactResult) -> CompactResult:
     """Persist a round's result as an event (its own small transaction) and return it as recorded."""
-    event = CompactionRecorded(result=result)
-    version = write_events(transcript.store, transcript.session_id, transcript.version, [event])
+    recorded = msgspec.structs.replace(result, version=transcript.version + 1)
+    write_events(
+        transcript.store, transcript.session_id, transcript.version, [CompactionRecorded(result=recorded)]
+    )
     transcript.refresh()
-    return msgspec.structs.replace(result, version=version)
+    return recorded
 
 
 def irreducible_tokens(snapshot: TranscriptSnapshot, config: CompactConfig) -> int:
