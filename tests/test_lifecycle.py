@@ -1,0 +1,194 @@
+"""The whole lifecycle as a hypothesis state machine: append, compact, reopen, change config.
+
+After every step the SPEC's invariants must hold: the view after a reopen (in this process or a fresh
+one) is byte for byte the view before; a message once truncated renders the same in every later
+round; bodies never change; excluded messages never come back; the fold of the log equals the flags;
+every view is provider-valid; the live view equals the reference `render_llm_view`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import msgspec
+from hypothesis import event, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from planner import CompactConfig
+from projection import check_view_order, plan_from_persisted_directives, render_llm_view
+from tests.conftest import PROJECT_ROOT, PYTHON, SUBPROCESS_REOPENS
+from transcript import Message, ToolCall, Transcript
+from transcript.model import EVENT_DECODER, MessageMarked, fold_marks
+
+SESSION = "life"
+TOKENIZER = "chars/4"
+_reopens_in_subprocess = 0
+
+CHILD = """
+import hashlib, sys
+from transcript import Transcript
+with Transcript.open(sys.argv[1], session_id=sys.argv[2], readonly=True) as t:
+    print(hashlib.sha256(t.visible_messages().canonical_json()).hexdigest())
+"""
+
+
+def _text(seed: int, size: int) -> str:
+    rng = random.Random(seed)
+    words = ["error", "ok", "line", "漢字", "🎉", "\x00", "tests/test_x.py:12", "assert", "\n"]
+    out: list[str] = []
+    total = 0
+    while total < size:
+        word = rng.choice(words)
+        out.append(word)
+        total += len(word) + 1
+    return " ".join(out)[:size]
+
+
+class Lifecycle(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="lifecycle-"))
+        self.path = self.dir / "t.db"
+        self.t = Transcript.open(self.path, session_id=SESSION, tokenizer=TOKENIZER)
+        self.config = CompactConfig()
+        self.appended: list[Message] = []
+        self.truncated_views: dict[str, bytes] = {}
+        self.excluded: set[str] = set()
+        self.steps = 0
+
+    def teardown(self) -> None:
+        self.t.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    @initialize()
+    def start(self) -> None:
+        self._append([Message.system("You are a coding agent.")])
+        self._append([Message.user("fix the failing tests")])
+
+    def _append(self, messages: list[Message]) -> None:
+        self.appended.extend(self.t.append_turn(messages))
+
+    @rule(text=st.text(max_size=40))
+    def user_says(self, text: str) -> None:
+        self._append([Message.user(text or "…")])
+
+    @rule(
+        sizes=st.lists(st.integers(0, 200_000), min_size=1, max_size=3),
+        seed=st.integers(0, 2**32),
+        error=st.booleans(),
+        tool=st.sampled_from(["Bash", "Read", "Task", "TodoWrite", "grep"]),
+    )
+    def step(self, sizes: list[int], seed: int, error: bool, tool: str) -> None:
+        self.steps += 1
+        calls = [ToolCall(id=f"s{self.steps}-{i}", name=tool, input={"i": i}) for i in range(len(sizes))]
+        results = [
+            Message.tool_result(call.id, _text(seed + i, size), name=tool, is_error=error and i == 0)
+            for i, (call, size) in enumerate(zip(calls, sizes, strict=True))
+        ]
+        self._append([Message.assistant(f"step {self.steps}", tool_calls=calls), *reversed(results)])
+
+    @rule(fraction=st.floats(0.05, 1.5), shadow=st.booleans())
+    def compact(self, fraction: float, shadow: bool) -> None:
+        budget = max(1, int(self.t.visible_messages().tokens * fraction))
+        before = self.t.version
+        result = self.t.compact(budget_tokens=budget, config=self.config, shadow=shadow)
+        event(f"round: {result.outcome}")
+        if shadow or result.outcome == "skipped":
+            assert self.t.version == before
+        self._remember_marks()
+
+    @rule(
+        stale=st.integers(0, 4),
+        threshold=st.sampled_from([200, 500, 2000]),
+        unit=st.sampled_from(["step", "turn"]),
+    )
+    def change_config(self, stale: int, threshold: int, unit: str) -> None:
+        self.config = CompactConfig(
+            micro_compact_stale_steps=stale,
+            micro_field_threshold_chars=threshold,
+            micro_field_keep_head_chars=min(350, threshold // 2),
+            micro_stale_unit=unit,  # type: ignore[arg-type]
+        )
+
+    @rule()
+    def reopen(self) -> None:
+        before = self.t.visible_messages()
+        self.t.close()
+        self.t = Transcript.open(self.path, session_id=SESSION, tokenizer=TOKENIZER)
+        after = self.t.visible_messages()
+        assert after.canonical_json() == before.canonical_json()
+        assert after.tokens == before.tokens and after.source == before.source
+
+    @precondition(lambda self: _reopens_in_subprocess < SUBPROCESS_REOPENS)
+    @rule()
+    def reopen_in_a_fresh_process(self) -> None:
+        global _reopens_in_subprocess
+        _reopens_in_subprocess += 1
+        expected = hashlib.sha256(self.t.visible_messages().canonical_json()).hexdigest()
+        out = subprocess.run(
+            [PYTHON, "-c", CHILD, str(self.path), SESSION],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=PROJECT_ROOT,
+        )
+        assert out.stdout.strip() == expected
+
+    def _remember_marks(self) -> None:
+        view = {m.id: msgspec.json.encode(m) for m in self.t.visible_messages().messages}
+        for entry in self.t.messages().entries:
+            if entry.flags.truncated and entry.message.id not in self.truncated_views:
+                self.truncated_views[entry.message.id] = view[entry.message.id]
+            if entry.flags.excluded:
+                self.excluded.add(entry.message.id)
+
+    @invariant()
+    def bodies_never_change(self) -> None:
+        assert msgspec.json.encode(self.t.stored_messages()) == msgspec.json.encode(self.appended)
+
+    @invariant()
+    def truncation_is_forward_only_and_stable(self) -> None:
+        view = {m.id: msgspec.json.encode(m) for m in self.t.visible_messages().messages}
+        snapshot = {e.message.id: e.flags for e in self.t.messages().entries}
+        for message_id, rendered in self.truncated_views.items():
+            assert snapshot[message_id].truncated
+            if message_id in view:
+                assert view[message_id] == rendered
+
+    @invariant()
+    def excluded_messages_never_come_back(self) -> None:
+        shown = {m.id for m in self.t.visible_messages().messages}
+        assert not shown & self.excluded
+
+    @invariant()
+    def fold_of_the_log_equals_the_flags(self) -> None:
+        rows = self.t.store.execute_raw(
+            "SELECT payload FROM events WHERE session_id = ? AND kind = 'message_marked' ORDER BY version",
+            (SESSION,),
+        )
+        marks = [EVENT_DECODER.decode(payload) for (payload,) in rows]
+        assert all(isinstance(m, MessageMarked) for m in marks)
+        folded = fold_marks(m for m in marks if isinstance(m, MessageMarked))
+        for entry in self.t.messages().entries:
+            expected = folded.get(entry.message.id)
+            if expected is None:
+                assert not (entry.flags.truncated or entry.flags.excluded or entry.flags.projection)
+            else:
+                assert entry.flags == expected
+
+    @invariant()
+    def the_view_is_provider_valid_and_equals_the_reference(self) -> None:
+        view = self.t.visible_messages()
+        assert check_view_order(view.messages).ok
+        entries = self.t.messages().entries
+        reference = render_llm_view(entries, plan_from_persisted_directives(entries))
+        assert reference.canonical_json() == view.canonical_json()
+        assert reference.tokens == view.tokens
+
+
+TestLifecycle = Lifecycle.TestCase
