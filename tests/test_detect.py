@@ -1,0 +1,120 @@
+"""Format detection by content: every corpus file and fixture, the ambiguous cases, and refusals."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, strategies as st
+
+from tests.conftest import CORPUS, PROJECT_ROOT
+from transcript import FormatError
+from transcript.formats import IMPORTERS, detect_format
+from transcript.formats.detect import detect
+
+# From the "agent / format" column of ../shared/corpus/README.md.
+CORPUS_FORMATS = {
+    "claude-code_ccviewer_fe5e1c67.jsonl": "claude-code",
+    "claude-code_ccviewer_5c0375b4.jsonl": "claude-code",
+    "openhands_multiswe_ponyc_output.jsonl": "openhands",
+    "openhands_basic_gui_mode.json": "openhands",
+    "sweagent_marshmallow-1867_fc.traj": "swe-agent",
+    "sweagent_pydicom-1458_gpt4.traj": "swe-agent",
+}
+FIXTURE_FORMATS = {
+    "openai_chat_sample.jsonl": "openai-jsonl",
+    "openai_conversations_sample.jsonl": "openai-jsonl",
+    "anthropic_messages_sample.json": "anthropic-json",
+}
+
+
+def test_every_corpus_file_has_an_expected_format() -> None:
+    assert sorted(p.name for p in CORPUS.iterdir() if p.name != "README.md") == sorted(CORPUS_FORMATS)
+
+
+@pytest.mark.parametrize(("name", "expected"), CORPUS_FORMATS.items())
+def test_corpus_files(name: str, expected: str) -> None:
+    assert detect(CORPUS / name) == expected
+    assert detect_format(CORPUS / name) == expected
+
+
+@pytest.mark.parametrize(("name", "expected"), FIXTURE_FORMATS.items())
+def test_fixtures(name: str, expected: str) -> None:
+    assert detect(PROJECT_ROOT / "fixtures" / name) == expected
+
+
+def test_the_corpus_readme_is_not_a_transcript() -> None:
+    with pytest.raises(FormatError, match="cannot tell the format") as info:
+        detect(CORPUS / "README.md")
+    assert info.value.line is None
+
+
+def _file(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _line(value: Any) -> str:
+    return json.dumps(value) + "\n"
+
+
+PLAIN = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+ANTHROPIC_BODY = {"system": "be brief", **PLAIN}
+OPENAI_LINE = {"messages": [{"role": "system", "content": "be brief"}, *PLAIN["messages"]]}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("plain.jsonl", _line(PLAIN), "openai-jsonl"),
+        ("plain.json", _line(PLAIN), "anthropic-json"),
+        ("body.jsonl", _line(ANTHROPIC_BODY), "anthropic-json"),
+        ("conv.json", _line(OPENAI_LINE), "openai-jsonl"),
+        ("list.json", json.dumps(PLAIN["messages"], indent=2), "anthropic-json"),
+        ("list-one-line.txt", json.dumps(PLAIN["messages"]), "anthropic-json"),
+        ("body.json", json.dumps(ANTHROPIC_BODY, indent=2), "anthropic-json"),
+        ("one.log", _line({"role": "user", "content": "hi"}), "openai-jsonl"),
+        ("compact.traj", _line({"history": [], "trajectory": [], "info": {}}), "swe-agent"),
+        ("events.json", json.dumps([{"id": 0, "action": "message", "args": {}}]), "openhands"),
+        (
+            "cc.jsonl",
+            _line({"type": "file-history-snapshot", "messageId": "m"})
+            + _line({"type": "user", "sessionId": "s", "uuid": "u", "message": {}}),
+            "claude-code",
+        ),
+        ("bom.jsonl", "\ufeff" + _line({"role": "user", "content": "hi"}), "openai-jsonl"),
+    ],
+)
+def test_shapes(tmp_path: Path, name: str, text: str, expected: str) -> None:
+    assert detect(_file(tmp_path, name, text)) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "reason"),
+    [
+        ("empty.jsonl", "\n\n", "empty"),
+        ("notes.txt", "hello, world\n", "neither JSON lines nor a JSON document"),
+        ("plain.txt", _line(PLAIN), "fits both"),
+        ("unknown.json", json.dumps({"foo": [1, 2]}, indent=2), "no known shape"),
+        ("unknown.jsonl", _line({"foo": 1}) + _line({"bar": 2}), "no known record shape"),
+        ("openai-body.json", json.dumps(OPENAI_LINE, indent=2), "openai-jsonl"),
+        ("empty-list.json", "[\n]\n", "no known shape"),
+    ],
+)
+def test_unsure_is_refused(tmp_path: Path, name: str, text: str, reason: str) -> None:
+    with pytest.raises(FormatError, match=reason):
+        detect(_file(tmp_path, name, text))
+
+
+@given(st.binary(max_size=200) | st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass")))
+def test_any_content_gives_a_known_format_or_format_error(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "x.jsonl"
+        path.write_bytes(data)
+        with contextlib.suppress(FormatError):
+            assert detect(path) in IMPORTERS

@@ -1,0 +1,312 @@
+"""Anthropic Messages JSON: a request body (`system` + `messages`) or a bare list of messages.
+
+One session per file, id the file's stem, message ids `<stem>/<index>`; `created_at` is the file's
+modification time (the format carries none). `system` (a string or text blocks) becomes one system
+message; blocks map one to one (text, base64 image and document, tool_use, thinking with its signature,
+redacted_thinking); in a user message each `tool_result` becomes its own tool message, in order, and
+the text and media blocks around them become user messages. A `tool_use` whose `input` is a string is
+read as raw (non-JSON) arguments, which is how `export` writes those. Repairs, as in `openai_chat`: a
+result answering no pending call is kept as user text (`orphan_result_as_text`); calls unanswered
+before anything else get an "interrupted" error result (`synthetic_result`). Request hints such as
+`cache_control` and `citations` are not content and are not kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from transcript.formats.base import FormatError, ParsedSession
+from transcript.formats.openai_chat import SessionBuilder, Where, file_time, read_bytes
+from transcript.model import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    RedactedReasoningPart,
+    ResultContent,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
+
+_BYTE_OFFSET: Final = re.compile(r"\(byte (\d+)\)")
+
+
+def parse(path: str | Path) -> list[ParsedSession]:
+    """The one session of an Anthropic Messages JSON file; raises `FormatError` naming the bad record."""
+    path = Path(path)
+    document = _decode(path)
+    where = Where(str(path), None)
+    messages: Any
+    system: Any
+    metadata: dict[str, Any]
+    if isinstance(document, list):
+        messages, system, metadata = document, None, {}
+    elif isinstance(document, dict):
+        messages, system = document.get("messages"), document.get("system")
+        model = document.get("model")
+        metadata = {"model": model} if isinstance(model, str) else {}
+    else:
+        raise where.error("expected a request body (an object with 'messages') or a list of messages")
+    if not isinstance(messages, list):
+        raise where.error("'messages' must be a list")
+    builder = SessionBuilder(path.stem)
+    created_at = file_time(path)
+    if system is not None:
+        builder.add("system", _system_parts(system, where.at("system")), where, created_at)
+    for index, message in enumerate(messages):
+        _add_message(builder, message, where.at(f"messages[{index}]"), created_at, index)
+    if not builder.messages:
+        raise where.error("the file holds no messages")
+    return [builder.session(metadata=metadata)]
+
+
+def _decode(path: Path) -> Any:
+    data = read_bytes(path)
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        found = _BYTE_OFFSET.search(str(exc))
+        line = data[: int(found.group(1))].count(b"\n") + 1 if found else None
+        raise FormatError(path, line, f"not a JSON document: {exc}") from exc
+
+
+def _system_parts(system: Any, where: Where) -> list[Part]:
+    if isinstance(system, str):
+        return [TextPart(text=system)]
+    if not isinstance(system, list) or not system:
+        raise where.error("'system' must be a string or a non-empty list of text blocks")
+    return [_text(block, where.at(f"[{i}]")) for i, block in enumerate(system)]
+
+
+def _add_message(
+    builder: SessionBuilder, message: Any, where: Where, created_at: datetime, index: int
+) -> None:
+    if not isinstance(message, dict):
+        raise where.error(f"a message must be a JSON object, not {type(message).__name__}")
+    role = message.get("role")
+    if role not in ("user", "assistant"):
+        raise where.error(f"unknown role {role!r} (expected user or assistant)")
+    content = message.get("content")
+    if isinstance(content, str):
+        builder.add(role, [TextPart(text=content)], where, created_at, {"index": index})
+        return
+    if not isinstance(content, list) or not content:
+        raise where.error("'content' must be a string or a non-empty list of blocks")
+    blocks = [(block, where.at(f".content[{i}]")) for i, block in enumerate(content)]
+    if role == "assistant":
+        parts = [_assistant_block(block, at) for block, at in blocks]
+        builder.add("assistant", parts, where, created_at, {"index": index})
+        return
+    run: list[Part] = []
+    for block, at in blocks:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            if run:
+                builder.add("user", run, where, created_at, {"index": index})
+                run = []
+            builder.add_result(_tool_result(block, at), at, created_at, {"index": index})
+        else:
+            run.append(_media_block(block, at, ("text", "image", "document")))
+    if run:
+        builder.add("user", run, where, created_at, {"index": index})
+
+
+def _kind(block: Any, where: Where) -> str:
+    kind = block.get("type") if isinstance(block, dict) else None
+    if not isinstance(kind, str):
+        raise where.error("a content block must be an object with a string 'type'")
+    return kind
+
+
+def _text(block: Any, where: Where) -> TextPart:
+    if _kind(block, where) != "text":
+        raise where.error(f"expected a text block, not {block['type']!r}")
+    return TextPart(text=_string(block, "text", where))
+
+
+def _string(block: dict[str, Any], key: str, where: Where) -> str:
+    value = block.get(key)
+    if not isinstance(value, str):
+        raise where.error(f"{key!r} must be a string, not {type(value).__name__}")
+    return value
+
+
+def _assistant_block(block: Any, where: Where) -> Part:
+    kind = _kind(block, where)
+    if kind == "text":
+        return TextPart(text=_string(block, "text", where))
+    if kind == "thinking":
+        signature = block.get("signature")
+        if signature is not None and not isinstance(signature, str):
+            raise where.error("'signature' must be a string")
+        return ReasoningPart(text=_string(block, "thinking", where), signature=signature)
+    if kind == "redacted_thinking":
+        return RedactedReasoningPart(data=_string(block, "data", where))
+    if kind == "tool_use":
+        call_id, name = _string(block, "id", where), _string(block, "name", where)
+        if not call_id or not name:
+            raise where.error("a tool_use block needs a non-empty 'id' and 'name'")
+        if "input" not in block:
+            raise where.error("a tool_use block needs an 'input'")
+        value = block["input"]
+        if isinstance(value, str):
+            return ToolCall(id=call_id, name=name, input=None, raw_input=value)
+        return ToolCall(id=call_id, name=name, input=value)
+    raise where.error(f"block type {kind!r} is not allowed in an assistant message")
+
+
+def _media_block(block: Any, where: Where, allowed: tuple[str, ...]) -> TextPart | ImagePart | DocumentPart:
+    kind = _kind(block, where)
+    if kind not in allowed:
+        raise where.error(f"block type {kind!r} is not allowed here (expected {', '.join(allowed)})")
+    if kind == "text":
+        return TextPart(text=_string(block, "text", where))
+    source = block.get("source")
+    if not isinstance(source, dict):
+        raise where.error(f"an {kind} block needs a 'source' object")
+    media_type, data = _source(source, where)
+    if kind == "image":
+        return ImagePart(media_type=media_type, data=data)
+    title = block.get("title")
+    if title is not None and not isinstance(title, str):
+        raise where.error("'title' must be a string")
+    return DocumentPart(media_type=media_type, data=data, title=title)
+
+
+def _source(source: dict[str, Any], where: Where) -> tuple[str, str]:
+    """(media type, base64 payload); a plain-text document source is stored base64-encoded."""
+    kind = source.get("type")
+    if kind == "base64":
+        return _string(source, "media_type", where), _string(source, "data", where)
+    if kind == "text":
+        media_type = source.get("media_type", "text/plain")
+        if not isinstance(media_type, str):
+            raise where.error("'media_type' must be a string")
+        text = _string(source, "data", where)
+        return media_type, base64.b64encode(text.encode()).decode()
+    raise where.error(f"source type {kind!r} cannot be stored (expected base64, or text for a document)")
+
+
+def _tool_result(block: dict[str, Any], where: Where) -> ToolResult:
+    call_id = block.get("tool_use_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise where.error("a tool_result block needs a non-empty string 'tool_use_id'")
+    is_error = block.get("is_error", False)
+    if not isinstance(is_error, bool):
+        raise where.error("'is_error' must be true or false")
+    content = block.get("content", "")
+    body: str | tuple[ResultContent, ...]
+    if isinstance(content, str):
+        body = content
+    elif isinstance(content, list):
+        allowed = ("text", "image", "document")
+        items = enumerate(content)
+        body = tuple(_media_block(item, where.at(f".content[{i}]"), allowed) for i, item in items)
+    else:
+        raise where.error("a tool_result's 'content' must be a string or a list of blocks")
+    return ToolResult(call_id=call_id, content=body, is_error=is_error)
+
+
+# --- writing ------------------------------------------------------------------------------------------
+
+
+def export(messages: Sequence[Message]) -> dict[str, Any]:
+    """A session's stored history as a request-like body: `system` and `messages`.
+
+    Leading system messages become `system`; a system message later in the history has no place in
+    this format and becomes a user message wrapped in `<system>` tags. Consecutive tool results are
+    merged into one user message of `tool_result` blocks. Raw (non-JSON) call arguments are written as
+    a string `input`. Message kinds and metadata are not part of the format and are left out.
+    """
+    system: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "tool":
+            results.extend(_result_block(r) for r in message.tool_results)
+            continue
+        if results:
+            out.append({"role": "user", "content": results})
+            results = []
+        if message.role == "system" and not out:
+            system.extend(_blocks(message.parts))
+        elif message.role == "system":
+            out.append({"role": "user", "content": [_wrapped(p) for p in message.parts]})
+        else:
+            out.append({"role": message.role, "content": _content(message.parts)})
+    if results:
+        out.append({"role": "user", "content": results})
+    body: dict[str, Any] = {}
+    if system:
+        body["system"] = system[0]["text"] if len(system) == 1 else system
+    body["messages"] = out
+    return body
+
+
+def _wrapped(part: Part) -> dict[str, Any]:
+    text = part.text if isinstance(part, TextPart) else ""
+    return {"type": "text", "text": f"<system>{text}</system>"}
+
+
+def _content(parts: Sequence[Part]) -> str | list[dict[str, Any]]:
+    if len(parts) == 1 and isinstance(parts[0], TextPart):
+        return parts[0].text
+    return _blocks(parts)
+
+
+def _blocks(parts: Sequence[Part]) -> list[dict[str, Any]]:
+    return [_block(part) for part in parts]
+
+
+def _block(part: Part) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImagePart):
+        return {"type": "image", "source": _export_source(part.media_type, part.data)}
+    if isinstance(part, DocumentPart):
+        source = _export_source(part.media_type, part.data, document=True)
+        block: dict[str, Any] = {"type": "document", "source": source}
+        if part.title is not None:
+            block["title"] = part.title
+        return block
+    if isinstance(part, ReasoningPart):
+        thinking: dict[str, Any] = {"type": "thinking", "thinking": part.text}
+        if part.signature is not None:
+            thinking["signature"] = part.signature
+        return thinking
+    if isinstance(part, RedactedReasoningPart):
+        return {"type": "redacted_thinking", "data": part.data}
+    if isinstance(part, ToolCall):
+        value = part.raw_input if part.raw_input is not None else part.input
+        return {"type": "tool_use", "id": part.id, "name": part.name, "input": value}
+    return _result_block(part)
+
+
+def _result_block(result: ToolResult) -> dict[str, Any]:
+    content = result.content if isinstance(result.content, str) else _blocks(result.content)
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id, "content": content}
+    if result.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _export_source(media_type: str, data: str, *, document: bool = False) -> dict[str, Any]:
+    """A base64 source, or a text source for a plain-text document whose payload is UTF-8."""
+    if document and media_type == "text/plain":
+        try:
+            text = base64.b64decode(data, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            pass
+        else:
+            if base64.b64encode(text.encode()).decode() == data:
+                return {"type": "text", "media_type": media_type, "data": text}
+    return {"type": "base64", "media_type": media_type, "data": data}

@@ -1,0 +1,438 @@
+"""OpenAI chat JSONL: one message per line (one session per file), or one `{"messages": [...]}` per line.
+
+Roles map as they are (`developer` → system, remembered in metadata so the exporter writes it back);
+content is a string, null, or text / `image_url` (data: URLs only; `detail` hints are not kept) /
+`file` parts; `tool_calls[].function.arguments` is parsed when it is JSON and kept raw when not;
+`reasoning_content` becomes a reasoning part. Session ids are the file's stem (`<stem>:<line>` for
+conversation lines), message ids `<session>/<index>`. Repairs: a tool message answering no pending
+call is kept as user text (`orphan_result_as_text`); calls left unanswered before anything else get
+an "interrupted" error result (`synthetic_result`). `is_error` on tool messages is our own
+extension, so an export keeps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, NamedTuple
+
+import msgspec
+
+from transcript.errors import InvalidMessage
+from transcript.formats.base import FormatError, ParsedSession, Repair
+from transcript.model import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    ResultContent,
+    Role,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    check_message,
+)
+
+ROLES: Final = ("system", "developer", "user", "assistant", "tool")
+INTERRUPTED: Final = "tool execution was interrupted"
+_BOM: Final = b"\xef\xbb\xbf"
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+class Where(NamedTuple):
+    """Where a record sits in its file, for error messages: path, 1-based line (or None), a label."""
+
+    path: str
+    line: int | None
+    label: str = ""
+
+    def at(self, label: str) -> Where:
+        """A place inside this one (`messages[2]`, then `messages[2].content[0]`)."""
+        return self._replace(label=f"{self.label}{label}" if self.label else label.lstrip("."))
+
+    def error(self, reason: str) -> FormatError:
+        """A `FormatError` for this place."""
+        return FormatError(self.path, self.line, f"{self.label}: {reason}" if self.label else reason)
+
+
+def file_time(path: Path) -> datetime:
+    """The file's modification time in UTC: `created_at` for records that carry no time."""
+    return datetime.fromtimestamp(path.stat().st_mtime, UTC)
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, without a leading UTF-8 byte-order mark."""
+    data = path.read_bytes()
+    return data[len(_BOM) :] if data.startswith(_BOM) else data
+
+
+class SessionBuilder:
+    """One session's messages in history order, repaired so that `LiveSession.check_order` accepts them.
+
+    A tool result must answer a pending call of the latest assistant message. One that answers none
+    is kept as user text; calls still unanswered when anything else follows get an "interrupted"
+    error result. Both are recorded in `repairs`; calls may stay pending at the end.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.messages: list[Message] = []
+        self.repairs: list[Repair] = []
+        self._pending: dict[str, str] = {}
+
+    def add(
+        self,
+        role: Role,
+        parts: Sequence[Part],
+        where: Where,
+        created_at: datetime,
+        metadata: dict[str, Any] | None = None,
+    ) -> Message:
+        """Append a system, user or assistant message (answering pending calls as interrupted first)."""
+        self._interrupt(where, created_at)
+        message = self._append(role, parts, where, created_at, metadata)
+        self._pending = {call.id: call.name for call in message.tool_calls}
+        return message
+
+    def add_result(
+        self, result: ToolResult, where: Where, created_at: datetime, metadata: dict[str, Any] | None = None
+    ) -> Message:
+        """Append a tool message, or user text saying so when the result answers no pending call."""
+        if result.call_id not in self._pending:
+            return self._orphan(result, where, created_at, metadata)
+        name = self._pending.pop(result.call_id)
+        part = msgspec.structs.replace(result, name=name)
+        return self._append("tool", [part], where, created_at, metadata)
+
+    def session(self, **fields: Any) -> ParsedSession:
+        """The finished session (`fields` go to `ParsedSession`)."""
+        return ParsedSession(
+            session_id=self.session_id, messages=self.messages, repairs=self.repairs, **fields
+        )
+
+    def _orphan(
+        self, result: ToolResult, where: Where, created_at: datetime, metadata: dict[str, Any] | None
+    ) -> Message:
+        status = "an error result" if result.is_error else "a result"
+        header = f"[{status} for tool call {result.call_id!r}, which answers no pending call]"
+        body: list[Part] = [TextPart(text=header)]
+        body.extend([TextPart(text=result.content)] if isinstance(result.content, str) else result.content)
+        message = self.add("user", body, where, created_at, metadata)
+        self.repairs.append(
+            Repair(
+                kind="orphan_result_as_text",
+                detail=f"the result for call {result.call_id!r} answers no pending call; kept as user text",
+                message_id=message.id,
+                call_id=result.call_id,
+                line=where.line,
+            )
+        )
+        return message
+
+    def _interrupt(self, where: Where, created_at: datetime) -> None:
+        pending, self._pending = self._pending, {}
+        for call_id, name in pending.items():
+            part = ToolResult(call_id=call_id, content=INTERRUPTED, name=name, is_error=True)
+            message = self._append("tool", [part], where, created_at, {"synthetic": True})
+            self.repairs.append(
+                Repair(
+                    kind="synthetic_result",
+                    detail=f"call {call_id!r} ({name}) had no result before the next message; "
+                    "added an 'interrupted' error result",
+                    message_id=message.id,
+                    call_id=call_id,
+                    line=where.line,
+                )
+            )
+
+    def _append(
+        self,
+        role: Role,
+        parts: Sequence[Part],
+        where: Where,
+        created_at: datetime,
+        metadata: dict[str, Any] | None,
+    ) -> Message:
+        message = Message(
+            id=f"{self.session_id}/{len(self.messages)}",
+            role=role,
+            parts=tuple(parts),
+            created_at=created_at,
+            metadata=metadata or None,
+        )
+        try:
+            check_message(message)
+        except InvalidMessage as exc:
+            raise where.error(str(exc)) from exc
+        self.messages.append(message)
+        return message
+
+
+# --- reading ------------------------------------------------------------------------------------------
+
+
+def parse(path: str | Path) -> list[ParsedSession]:
+    """The sessions of an OpenAI chat JSONL file; raises `FormatError` naming the bad line."""
+    path = Path(path)
+    default_time = file_time(path)
+    records = list(_records(path))
+    if not records:
+        raise FormatError(path, None, "the file holds no records")
+    first = records[0][1]
+    if isinstance(first, dict) and "messages" in first and "role" not in first:
+        return [_conversation(path, line, record, default_time) for line, record in records]
+    builder = SessionBuilder(path.stem)
+    for line, record in records:
+        where = Where(str(path), line)
+        if isinstance(record, dict) and "messages" in record and "role" not in record:
+            raise where.error("a conversation line in a file of message lines")
+        _add_message(builder, record, where, default_time, {"line": line})
+    return [builder.session()]
+
+
+def _records(path: Path) -> Iterator[tuple[int, Any]]:
+    for number, raw in enumerate(read_bytes(path).split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield number, msgspec.json.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise FormatError(path, number, f"not a JSON record: {exc}") from exc
+
+
+def _conversation(path: Path, line: int, record: dict[str, Any], default_time: datetime) -> ParsedSession:
+    where = Where(str(path), line)
+    messages = record["messages"]
+    if not isinstance(messages, list) or not messages:
+        raise where.error("'messages' must be a non-empty list")
+    builder = SessionBuilder(f"{path.stem}:{line}")
+    for index, item in enumerate(messages):
+        metadata = {"line": line, "index": index}
+        _add_message(builder, item, where.at(f"messages[{index}]"), default_time, metadata)
+    model = record.get("model")
+    return builder.session(metadata={"model": model} if isinstance(model, str) else {})
+
+
+def _add_message(
+    builder: SessionBuilder, record: Any, where: Where, default_time: datetime, metadata: dict[str, Any]
+) -> None:
+    if not isinstance(record, dict):
+        raise where.error(f"a message must be a JSON object, not {type(record).__name__}")
+    role = record.get("role")
+    created_at = _created_at(record, where) or default_time
+    name = record.get("name")
+    if name is not None:
+        if not isinstance(name, str):
+            raise where.error("'name' must be a string")
+        metadata["name"] = name
+    if role in ("system", "developer"):
+        if role == "developer":
+            metadata["role"] = "developer"
+        parts = _content(record.get("content"), where, allowed=("text",))
+        builder.add("system", parts, where, created_at, metadata)
+    elif role == "user":
+        parts = _content(record.get("content"), where, allowed=("text", "image_url", "file"))
+        builder.add("user", parts, where, created_at, metadata)
+    elif role == "assistant":
+        builder.add("assistant", _assistant_parts(record, where), where, created_at, metadata)
+    elif role == "tool":
+        builder.add_result(_tool_result(record, where), where, created_at, metadata)
+    else:
+        raise where.error(f"unknown role {role!r} (expected one of {', '.join(ROLES)})")
+
+
+def _created_at(record: dict[str, Any], where: Where) -> datetime | None:
+    """The record's own time (`created_at` or `timestamp`: ISO 8601 text or Unix seconds), if any."""
+    value = record.get("created_at", record.get("timestamp"))
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str):
+            moment = datetime.fromisoformat(value)
+            return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return datetime.fromtimestamp(value, UTC)
+    except (ValueError, OverflowError, OSError) as exc:
+        raise where.error(f"bad timestamp {value!r}: {exc}") from exc
+    raise where.error(f"a timestamp must be ISO 8601 text or Unix seconds, not {type(value).__name__}")
+
+
+def _content(content: Any, where: Where, *, allowed: tuple[str, ...]) -> list[ResultContent]:
+    if isinstance(content, str):
+        return [TextPart(text=content)]
+    if not isinstance(content, list) or not content:
+        raise where.error("'content' must be a string or a non-empty list of parts")
+    return [_content_part(item, where.at(f".content[{i}]"), allowed) for i, item in enumerate(content)]
+
+
+def _content_part(item: Any, where: Where, allowed: tuple[str, ...]) -> ResultContent:
+    kind = item.get("type") if isinstance(item, dict) else None
+    if kind not in allowed:
+        raise where.error(f"content part type {kind!r} is not allowed here (expected {', '.join(allowed)})")
+    if kind == "text":
+        return TextPart(text=_string(item, "text", where))
+    if kind == "image_url":
+        image = item.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        media_type, data = _data_url(url, where)
+        return ImagePart(media_type=media_type, data=data)
+    file = item.get("file")
+    if not isinstance(file, dict):
+        raise where.error("a file part needs a 'file' object")
+    media_type, data = _data_url(file.get("file_data"), where)
+    title = file.get("filename")
+    if title is not None and not isinstance(title, str):
+        raise where.error("'filename' must be a string")
+    return DocumentPart(media_type=media_type, data=data, title=title)
+
+
+def _data_url(url: Any, where: Where) -> tuple[str, str]:
+    """(media type, base64 payload) of a `data:` URL; remote URLs have no payload to store."""
+    if not isinstance(url, str):
+        raise where.error("expected a data: URL string")
+    header, comma, payload = url.partition(",")
+    if not header.startswith("data:") or not header.endswith(";base64") or not comma:
+        raise where.error("only data: URLs with a base64 payload can be stored (remote URLs cannot)")
+    return header[len("data:") :].split(";", 1)[0], payload
+
+
+def _string(record: dict[str, Any], key: str, where: Where) -> str:
+    value = record.get(key)
+    if not isinstance(value, str):
+        raise where.error(f"{key!r} must be a string, not {type(value).__name__}")
+    return value
+
+
+def _assistant_parts(record: dict[str, Any], where: Where) -> list[Part]:
+    if record.get("function_call") is not None:
+        raise where.error("the legacy 'function_call' field is not supported (use 'tool_calls')")
+    parts: list[Part] = []
+    reasoning = record.get("reasoning_content")
+    if reasoning is not None:
+        if not isinstance(reasoning, str):
+            raise where.error("'reasoning_content' must be a string")
+        if reasoning:
+            parts.append(ReasoningPart(text=reasoning))
+    content = record.get("content")
+    if content is not None:
+        parts.extend(_content(content, where, allowed=("text",)))
+    refusal = record.get("refusal")
+    if refusal is not None:
+        parts.append(TextPart(text=_string(record, "refusal", where)))
+    calls = record.get("tool_calls")
+    if calls is not None:
+        if not isinstance(calls, list):
+            raise where.error("'tool_calls' must be a list")
+        parts.extend(_tool_call(call, where.at(f".tool_calls[{i}]")) for i, call in enumerate(calls))
+    return parts or [TextPart(text="")]
+
+
+def _tool_call(call: Any, where: Where) -> ToolCall:
+    if not isinstance(call, dict):
+        raise where.error("a tool call must be a JSON object")
+    if call.get("type", "function") != "function":
+        raise where.error(f"unknown tool call type {call.get('type')!r} (expected 'function')")
+    call_id = call.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        raise where.error("a tool call needs a non-empty string 'id'")
+    function = call.get("function")
+    if not isinstance(function, dict):
+        raise where.error("a tool call needs a 'function' object")
+    name = _string(function, "name", where)
+    if not name:
+        raise where.error("a tool call needs a non-empty function name")
+    return ToolCall.from_arguments(id=call_id, name=name, arguments=_string(function, "arguments", where))
+
+
+def _tool_result(record: dict[str, Any], where: Where) -> ToolResult:
+    call_id = record.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise where.error("a tool message needs a non-empty string 'tool_call_id'")
+    is_error = record.get("is_error", False)
+    if not isinstance(is_error, bool):
+        raise where.error("'is_error' must be true or false")
+    content = record.get("content")
+    body: str | tuple[ResultContent, ...]
+    if isinstance(content, str):
+        body = content
+    else:
+        body = tuple(_content(content, where, allowed=("text", "image_url", "file")))
+    return ToolResult(call_id=call_id, content=body, is_error=is_error)
+
+
+# --- writing ------------------------------------------------------------------------------------------
+
+
+def export(messages: Sequence[Message]) -> str:
+    """A session's stored history as OpenAI chat JSONL, one message per line.
+
+    Arguments are `ToolCall.arguments` (a raw string exactly as stored). OpenAI has no place for
+    reasoning signatures, redacted reasoning, or a message's kind: reasoning text goes to
+    `reasoning_content`, the rest is left out.
+    """
+    lines = (_ENCODER.encode(record).decode() + "\n" for m in messages for record in export_message(m))
+    return "".join(lines)
+
+
+def export_message(message: Message) -> list[dict[str, Any]]:
+    """One message as OpenAI chat message objects (a tool message gives one per result)."""
+    if message.role == "tool":
+        return [_export_result(result) for result in message.tool_results]
+    return [_export_turn(message)]
+
+
+def _export_turn(message: Message) -> dict[str, Any]:
+    metadata = message.metadata or {}
+    role = "developer" if message.role == "system" and metadata.get("role") == "developer" else message.role
+    out: dict[str, Any] = {"role": role}
+    if isinstance(metadata.get("name"), str):
+        out["name"] = metadata["name"]
+    if message.role != "assistant":
+        out["content"] = _export_content(message.parts)
+        return out
+    reasoning = "".join(p.text for p in message.parts if isinstance(p, ReasoningPart))
+    if reasoning:
+        out["reasoning_content"] = reasoning
+    texts = [p for p in message.parts if isinstance(p, TextPart)]
+    out["content"] = _export_content(texts) if texts else None
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    return out
+
+
+def _export_result(result: ToolResult) -> dict[str, Any]:
+    content = result.content if isinstance(result.content, str) else _export_parts(result.content)
+    out: dict[str, Any] = {"role": "tool", "tool_call_id": result.call_id, "content": content}
+    if result.is_error:
+        out["is_error"] = True
+    return out
+
+
+def _export_content(parts: Sequence[Part]) -> str | list[dict[str, Any]]:
+    if len(parts) == 1 and isinstance(parts[0], TextPart):
+        return parts[0].text
+    return _export_parts(parts)
+
+
+def _export_parts(parts: Sequence[Part]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            out.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            out.append({"type": "image_url", "image_url": {"url": _url(part.media_type, part.data)}})
+        elif isinstance(part, DocumentPart):
+            file: dict[str, Any] = {"file_data": _url(part.media_type, part.data)}
+            if part.title is not None:
+                file["filename"] = part.title
+            out.append({"type": "file", "file": file})
+    return out
+
+
+def _url(media_type: str, data: str) -> str:
+    return f"data:{media_type};base64,{data}"
