@@ -28,7 +28,7 @@ from hypothesis import event, given, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from tests.conftest import PROJECT_ROOT, PYTHON, SUBPROCESS_REOPENS
-from tests.test_tokens import chunked_reference_count
+from tests.test_tokens import chunked_reference_count, reference_count
 from transcript import (
     DocumentPart,
     ImagePart,
@@ -954,10 +954,9 @@ def test_fifty_megabyte_result_without_whitespace_round_trips_and_is_counted_in_
 
 
 @given(seed=st.integers(0, 2**32 - 1), size=st.integers(CHUNK_CHARS + 1, 300_000))
-def test_long_generated_text_is_counted_as_the_sum_over_chunks(seed: int, size: int) -> None:
-    """Up to 300 KB of mixed text (NUL, emoji, CJK, `<|endoftext|>`): the count is exactly the sum of
-    `encode_ordinary` over CHUNK_CHARS-character chunks. (How far that is from one encode of the
-    whole is pinned by `test_tokens.py::test_a_chunk_boundary_costs_at_most_one_token`.)"""
+def test_long_generated_text_with_words_is_counted_exactly(seed: int, size: int) -> None:
+    """Up to 300 KB of mixed text (NUL, emoji, CJK, `<|endoftext|>`) with words in it: counted in
+    chunks that end before a word, the count equals one encode of the whole."""
     text = expand_text(seed, size)
     store = Store.open(":memory:")
     try:
@@ -966,4 +965,4 @@ def test_long_generated_text_is_counted_as_the_sum_over_chunks(seed: int, size: 
         (stored,) = t.messages().entries[-1].tokens
     finally:
         store.close()
-    assert stored == chunked_reference_count(text)
+    assert stored == reference_count(text)

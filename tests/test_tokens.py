@@ -201,25 +201,27 @@ def test_chunking_is_visible_on_a_text_where_it_changes_the_count(memory_store: 
     assert tokens_of(t)[-1] == (chunked_reference_count(text),)
 
 
-@pytest.mark.xfail(
-    reason="SPEC §6 / tokens.py promise chunking is off by at most one token per chunk boundary, but "
-    "a hard cut can cost more: a cut between ' ' and 'XuZdSgD' costs 2 (1 + 7 vs 6 tokens)",
-    raises=AssertionError,
-    strict=True,
-)
-def test_a_chunk_boundary_costs_at_most_one_token(memory_store: Store) -> None:
-    """Both boundaries fall between a space and the word it would lead: off by 4 over 2 boundaries
-    (more than the number of chunks, too)."""
+def test_a_chunk_boundary_before_a_word_costs_nothing(memory_store: Store) -> None:
+    """Both hard-cut points (64K, 128K) fall between a space and the word it leads, where a naive
+    cut is off by 4 tokens over 2 boundaries; cutting just before such a word keeps the count exact."""
     first = "a" * (CHUNK_CHARS - 1) + " "
     second = "XuZdSgD" + "." + "b" * (CHUNK_CHARS - 9) + " "
     text = first + second + "XuZdSgD and the end"
     assert len(first) == len(second) == CHUNK_CHARS
+    assert chunked_reference_count(text) - reference_count(text) == 4
     t = memory_store.session(SESSION)
     t.append(Message.user(text))
-    (stored,) = tokens_of(t)[-1]
-    assert stored == chunked_reference_count(text)
-    boundaries = math.ceil(len(text) / CHUNK_CHARS) - 1
-    assert abs(stored - reference_count(text)) <= boundaries
+    assert tokens_of(t)[-1] == (reference_count(text),)
+
+
+def test_text_with_words_is_counted_exactly_however_long(memory_store: Store) -> None:
+    rng = random.Random(7)
+    words = ["alpha", "beta", "x1", "==", "\n", "漢字", "🎉", "error:", "<|endoftext|>"]
+    text = " ".join(rng.choice(words) for _ in range(90_000))
+    assert len(text) > 4 * CHUNK_CHARS
+    t = memory_store.session(SESSION)
+    t.append(Message.user(text))
+    assert tokens_of(t)[-1] == (reference_count(text),)
 
 
 # --- media: estimated, never tokenized ------------------------------------------------------------

@@ -1,0 +1,550 @@
+"""Claude Code session JSONL: one record per line, threaded by `uuid`/`parentUuid`, read in file order.
+
+Assistant records sharing one API `message.id` are one assistant message (blocks in order, id = the
+first record's `uuid`, `metadata["records"]` counts them); each `tool_result` block of a user record
+becomes a tool message, emitted in the order the calls were made, and the record's other blocks follow
+as a user message. `isMeta` user records become `kind="meta"` messages, the `summary` record becomes
+the title and metadata, and each `isSidechain` conversation becomes a child session linked to the
+`Task`/`Agent` call whose `input.prompt` equals its first user text (a warning when none does).
+Repairs: an unanswered call gets a synthetic `is_error` result "tool execution was interrupted" right
+after its step (`synthetic_result`); a result answering no pending call is kept as a `meta` user text
+saying so, after the step (`orphan_result_as_text`). Bookkeeping records (`system`, `progress`, ...)
+are skipped and counted in the warnings; `toolUseResult` (a richer copy of a result) is not kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+
+from transcript.errors import InvalidMessage
+from transcript.formats.base import FormatError, ParsedSession, Repair, RepairKind
+from transcript.model import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    RedactedReasoningPart,
+    TextPart,
+    ToolCall,
+    check_message,
+)
+
+INTERRUPTED: Final = "tool execution was interrupted"
+SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
+# A high surrogate escape not followed by a low one, or a low one not preceded by a high one.
+_LONE_SURROGATE: Final = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+_Id = Annotated[str, msgspec.Meta(min_length=1)]
+_Time = Annotated[datetime, msgspec.Meta(tz=True)]
+
+
+# --- the records, as msgspec validates them ---------------------------------------------------------
+
+
+class _Block(msgspec.Struct, tag_field="type", frozen=True):
+    """A content block (a tagged union on `type`); unknown block types are refused."""
+
+
+class _Text(_Block, tag="text", frozen=True):
+    text: str
+
+
+class _Source(msgspec.Struct, frozen=True):
+    type: str
+    media_type: str = ""
+    data: str = ""
+
+
+class _Image(_Block, tag="image", frozen=True):
+    source: _Source
+
+
+class _Document(_Block, tag="document", frozen=True):
+    source: _Source
+    title: str | None = None
+
+
+class _Thinking(_Block, tag="thinking", frozen=True):
+    thinking: str
+    signature: str | None = None
+
+
+class _RedactedThinking(_Block, tag="redacted_thinking", frozen=True):
+    data: str
+
+
+class _ToolUse(_Block, tag="tool_use", frozen=True):
+    id: _Id
+    name: _Id
+    input: Any = msgspec.field(default_factory=dict)
+
+
+class _ToolResult(_Block, tag="tool_result", frozen=True):
+    tool_use_id: _Id
+    content: str | list[_Text | _Image | _Document] | None = None
+    is_error: bool | None = None
+
+
+class _UserMessage(msgspec.Struct, frozen=True):
+    role: Literal["user"]
+    content: str | list[_Text | _Image | _Document | _ToolResult]
+
+
+class _AssistantMessage(msgspec.Struct, frozen=True):
+    role: Literal["assistant"]
+    content: str | list[_Text | _Thinking | _RedactedThinking | _ToolUse]
+    id: _Id
+    model: str | None = None
+    usage: dict[str, Any] | None = None
+
+
+class _Record(msgspec.Struct, tag_field="type", rename="camel", kw_only=True, frozen=True):
+    """A line of the file (a tagged union on `type`); unknown record types are refused."""
+
+    uuid: str | None = None
+    parent_uuid: str | None = None
+    is_sidechain: bool = False
+
+
+class _Turn(_Record, kw_only=True, frozen=True):
+    uuid: _Id
+    session_id: _Id
+    timestamp: _Time | None = None
+    cwd: str | None = None
+    version: str | None = None
+    git_branch: str | None = None
+
+
+class _User(_Turn, tag="user", kw_only=True, frozen=True):
+    message: _UserMessage
+    is_meta: bool = False
+
+
+class _Assistant(_Turn, tag="assistant", kw_only=True, frozen=True):
+    message: _AssistantMessage
+
+
+class _Summary(_Record, tag="summary", kw_only=True, frozen=True):
+    summary: str
+    leaf_uuid: str | None = None
+
+
+# Records that carry no conversation (newer versions): skipped, and counted in the warnings.
+class _System(_Record, tag="system", frozen=True):
+    pass
+
+
+class _FileHistory(_Record, tag="file-history-snapshot", frozen=True):
+    pass
+
+
+class _Queue(_Record, tag="queue-operation", frozen=True):
+    pass
+
+
+class _Progress(_Record, tag="progress", frozen=True):
+    pass
+
+
+_Line = _User | _Assistant | _Summary | _System | _FileHistory | _Queue | _Progress
+_DECODER: Final = msgspec.json.Decoder(_Line)
+
+
+# --- one conversation thread (the main one, or one sidechain) ----------------------------------------
+
+
+@dataclass
+class _Step:
+    """An assistant message being merged, and the results that answer its calls."""
+
+    id: str
+    api_id: str
+    created_at: datetime
+    line: int
+    parts: list[Part] = field(default_factory=list)
+    calls: dict[str, str] = field(default_factory=dict)
+    results: dict[str, Message] = field(default_factory=dict)
+    deferred: list[Message] = field(default_factory=list)
+    model: str | None = None
+    usage: dict[str, Any] | None = None
+    records: int = 0
+
+
+@dataclass
+class _Call:
+    """A sub-agent call that a sidechain may answer."""
+
+    thread: str | None
+    id: str
+    prompt: str
+    description: str | None
+
+
+class _Thread:
+    """Builds one session's messages record by record, pairing results with their step's calls."""
+
+    def __init__(self, path: Path, root_line: int) -> None:
+        self.path = path
+        self.root_line = root_line
+        self.messages: list[Message] = []
+        self.repairs: list[Repair] = []
+        self.warnings: list[str] = []
+        self.opening: str | None = None
+        self.step: _Step | None = None
+        self.last_uuid: str | None = None
+        self.unthreaded: list[int] = []
+        self.first: _Turn | None = None
+
+    def follow(self, uuid: str | None, parent: str | None, line: int) -> None:
+        """Note a record's place in the thread (a record not continuing the previous one is a branch)."""
+        if uuid is None:
+            return
+        if self.last_uuid is not None and parent != self.last_uuid:
+            self.unthreaded.append(line)
+        self.last_uuid = uuid
+
+    def add_assistant(self, record: _Assistant, line: int, at: datetime) -> None:
+        message = record.message
+        step = self.step
+        if step is None or step.api_id != message.id:
+            self.flush()
+            step = _Step(id=record.uuid, api_id=message.id, created_at=at, line=line, model=message.model)
+            self.step = step
+        step.records += 1
+        step.usage = message.usage if message.usage is not None else step.usage
+        blocks = [_Text(text=message.content)] if isinstance(message.content, str) else message.content
+        for block in blocks:
+            if isinstance(block, _ToolUse):
+                if block.id in step.calls:
+                    raise FormatError(self.path, line, f"tool_use id {block.id!r} twice in one message")
+                step.calls[block.id] = block.name
+            step.parts.append(_assistant_part(block))
+
+    def add_user(self, record: _User, line: int, at: datetime) -> None:
+        content = record.message.content
+        blocks = [_Text(text=content)] if isinstance(content, str) else content
+        results = [b for b in blocks if isinstance(b, _ToolResult)]
+        others = [b for b in blocks if not isinstance(b, _ToolResult)]
+        for index, result in enumerate(results):
+            self._add_result(result, _derived_id(record.uuid, index), line, at)
+        if others or not results:
+            self.flush()
+            parts = [_user_part(b, self.path, line) for b in others] or [TextPart(text="")]
+            if not self.messages and self.opening is None:
+                self.opening = "".join(p.text for p in parts if isinstance(p, TextPart))
+            kind: Literal["message", "meta"] = "meta" if record.is_meta else "message"
+            message_id = _derived_id(record.uuid, len(results))
+            user = Message(id=message_id, role="user", parts=tuple(parts), created_at=at, kind=kind)
+            self.messages.append(_checked(user, self.path, line))
+
+    def _add_result(self, block: _ToolResult, message_id: str, line: int, at: datetime) -> None:
+        content = _result_content(block.content, self.path, line)
+        step = self.step
+        call_id = block.tool_use_id
+        if step is not None and call_id in step.calls and call_id not in step.results:
+            step.results[call_id] = Message.tool_result(
+                call_id,
+                content,
+                name=step.calls[call_id],
+                is_error=bool(block.is_error),
+                id=message_id,
+                created_at=at,
+            )
+            return
+        answered = step is not None and call_id in step.results
+        why = "answers a call that was already answered" if answered else "answers no pending call"
+        prefix = f"[tool result for call {call_id!r}{' (error)' if block.is_error else ''}: it {why}; "
+        prefix += "kept as text by the importer]\n"
+        text = content if isinstance(content, str) else ""
+        parts: list[TextPart | ImagePart | DocumentPart] = [TextPart(text=prefix + text)]
+        if not isinstance(content, str):
+            parts.extend(content)
+        orphan = Message(id=message_id, role="user", parts=tuple(parts), created_at=at, kind="meta")
+        self._repair("orphan_result_as_text", f"tool_result {why}; kept as text", message_id, call_id, line)
+        (step.deferred if step is not None else self.messages).append(_checked(orphan, self.path, line))
+
+    def flush(self) -> None:
+        """Close the open step: its message, its results in call order, then anything deferred."""
+        step, self.step = self.step, None
+        if step is None:
+            return
+        records = step.records if step.records > 1 else None
+        metadata = _some(api_message_id=step.api_id, model=step.model, usage=step.usage, records=records)
+        assistant = Message(
+            id=step.id,
+            role="assistant",
+            parts=tuple(step.parts) or (TextPart(text=""),),
+            created_at=step.created_at,
+            metadata=metadata or None,
+        )
+        self.messages.append(_checked(assistant, self.path, step.line))
+        for index, (call_id, name) in enumerate(step.calls.items()):
+            result = step.results.get(call_id)
+            if result is None:
+                result = self._synthetic(step, index, call_id, name)
+            self.messages.append(result)
+        self.messages.extend(step.deferred)
+
+    def _synthetic(self, step: _Step, index: int, call_id: str, name: str) -> Message:
+        message_id = f"{step.id}/interrupted/{index}"
+        detail = f"call to {name!r} was never answered; added an is_error result {INTERRUPTED!r}"
+        self._repair("synthetic_result", detail, message_id, call_id, step.line)
+        return Message.tool_result(
+            call_id, INTERRUPTED, name=name, is_error=True, id=message_id, created_at=step.created_at
+        )
+
+    def _repair(self, kind: RepairKind, detail: str, message_id: str, call_id: str, line: int) -> None:
+        self.repairs.append(
+            Repair(kind=kind, detail=detail, message_id=message_id, call_id=call_id, line=line)
+        )
+
+    def close(self) -> None:
+        self.flush()
+        if self.unthreaded:
+            self.warnings.append(
+                f"{len(self.unthreaded)} record(s) do not continue the record before them (parentUuid), "
+                f"first at line {self.unthreaded[0]}: the file holds branches (edits or retries); "
+                "imported in file order"
+            )
+
+
+# --- block conversion --------------------------------------------------------------------------------
+
+
+def _assistant_part(block: _Text | _Thinking | _RedactedThinking | _ToolUse) -> Part:
+    if isinstance(block, _Text):
+        return TextPart(text=block.text)
+    if isinstance(block, _Thinking):
+        return ReasoningPart(text=block.thinking, signature=block.signature)
+    if isinstance(block, _RedactedThinking):
+        return RedactedReasoningPart(data=block.data)
+    return ToolCall(id=block.id, name=block.name, input=block.input)
+
+
+def _user_part(
+    block: _Text | _Image | _Document, path: Path, line: int
+) -> TextPart | ImagePart | DocumentPart:
+    if isinstance(block, _Text):
+        return TextPart(text=block.text)
+    source = block.source
+    if source.type != "base64" or not source.media_type:
+        raise FormatError(path, line, f"media source {source.type!r} is not supported (base64 only)")
+    if isinstance(block, _Image):
+        return ImagePart(media_type=source.media_type, data=source.data)
+    return DocumentPart(media_type=source.media_type, data=source.data, title=block.title)
+
+
+def _result_content(
+    content: str | list[_Text | _Image | _Document] | None, path: Path, line: int
+) -> str | list[TextPart | ImagePart | DocumentPart]:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return [_user_part(item, path, line) for item in content]
+
+
+def _derived_id(uuid: str, index: int) -> str:
+    """The id of the `index`-th message one record becomes: its uuid, then `uuid/1`, `uuid/2`, ..."""
+    return f"{uuid}/{index}" if index else uuid
+
+
+def _checked(message: Message, path: Path, line: int) -> Message:
+    try:
+        check_message(message)
+    except InvalidMessage as exc:
+        raise FormatError(path, line, str(exc)) from exc
+    return message
+
+
+# --- the file ------------------------------------------------------------------------------------------
+
+
+class _Reader:
+    """Reads the records in file order and dispatches each to its thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.threads: dict[str | None, _Thread] = {}
+        self.thread_of: dict[str, str | None] = {}
+        self.seen: dict[str, int] = {}
+        self.summaries: list[dict[str, str]] = []
+        self.skipped: Counter[str] = Counter()
+        self.session_ids: dict[str, None] = {}
+        self.calls: list[_Call] = []
+        self._mtime: datetime | None = None
+
+    def read(self, data: bytes) -> None:
+        for number, raw in enumerate(data.split(b"\n"), start=1):
+            if raw.strip():
+                self._record(_decode(raw, self.path, number), number)
+        for thread in self.threads.values():
+            thread.close()
+
+    def _record(self, record: _Line, line: int) -> None:
+        if isinstance(record, _Summary):
+            self.summaries.append({"summary": record.summary, **_some(leaf_uuid=record.leaf_uuid)})
+            return
+        if record.uuid is not None:
+            earlier = self.seen.setdefault(record.uuid, line)
+            if earlier != line:
+                raise FormatError(self.path, line, f"uuid {record.uuid!r} is already used at line {earlier}")
+        thread = self._thread(record, line)
+        thread.follow(record.uuid, record.parent_uuid, line)
+        if not isinstance(record, _Turn):
+            self.skipped[type(record).__struct_config__.tag] += 1  # type: ignore[index]
+            return
+        self.session_ids.setdefault(record.session_id)
+        thread.first = thread.first or record
+        at = record.timestamp if record.timestamp is not None else self._file_time()
+        if isinstance(record, _User):
+            thread.add_user(record, line, at)
+        else:
+            thread.add_assistant(record, line, at)
+            self._note_calls(record)
+
+    def _thread(self, record: _Line, line: int) -> _Thread:
+        key: str | None = None
+        if record.is_sidechain:
+            parent = record.parent_uuid
+            # An unknown parent and a main-thread parent (key None) both start a new sidechain.
+            key = self.thread_of.get(parent) if parent is not None else None
+            if key is None:
+                key = record.uuid or f"line-{line}"
+        if record.uuid is not None:
+            self.thread_of[record.uuid] = key
+        thread = self.threads.get(key)
+        if thread is None:
+            thread = self.threads[key] = _Thread(self.path, line)
+        return thread
+
+    def _note_calls(self, record: _Assistant) -> None:
+        content = record.message.content
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, _ToolUse) and block.name in SUBAGENT_TOOLS and isinstance(block.input, dict):
+                prompt, description = block.input.get("prompt"), block.input.get("description")
+                if isinstance(prompt, str):
+                    thread = self.thread_of.get(record.uuid)
+                    text = description if isinstance(description, str) else None
+                    self.calls.append(_Call(thread, block.id, prompt, text))
+
+    def _file_time(self) -> datetime:
+        if self._mtime is None:
+            self._mtime = datetime.fromtimestamp(self.path.stat().st_mtime, UTC)
+        return self._mtime
+
+
+def _decode(raw: bytes, path: Path, line: int) -> _Line:
+    try:
+        return _DECODER.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise FormatError(path, line, f"not a Claude Code record: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        hint = " (it holds a lone UTF-16 surrogate escape)" if _LONE_SURROGATE.search(raw) else ""
+        raise FormatError(path, line, f"not valid JSON{hint}: {exc}") from exc
+
+
+def _some(**values: Any) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+# --- sessions ----------------------------------------------------------------------------------------
+
+
+def parse(path: str | Path) -> list[ParsedSession]:
+    """The sessions of a Claude Code JSONL file: the main conversation, then one per sidechain."""
+    reader = _Reader(Path(path))
+    reader.read(Path(path).read_bytes())
+    if not reader.session_ids:
+        raise FormatError(path, None, "no user or assistant records: nothing to import")
+    session_id = next(iter(reader.session_ids))
+    sessions: list[ParsedSession] = []
+    main = reader.threads.get(None)
+    if main is not None and main.messages:
+        sessions.append(_main_session(reader, main, session_id))
+    sessions.extend(_child_sessions(reader, session_id))
+    sessions[0].warnings.extend(_file_warnings(reader))
+    return sessions
+
+
+def _main_session(reader: _Reader, thread: _Thread, session_id: str) -> ParsedSession:
+    metadata: dict[str, Any] = {}
+    first = thread.first
+    if first is not None:
+        metadata.update(_some(cwd=first.cwd, version=first.version, git_branch=first.git_branch))
+    if reader.summaries:
+        metadata["summaries"] = reader.summaries
+    return ParsedSession(
+        session_id=session_id,
+        messages=thread.messages,
+        title=reader.summaries[-1]["summary"] if reader.summaries else None,
+        metadata=metadata,
+        repairs=thread.repairs,
+        warnings=thread.warnings,
+    )
+
+
+def _child_sessions(reader: _Reader, session_id: str) -> list[ParsedSession]:
+    """One session per sidechain, linked to the sub-agent call whose prompt opened it."""
+    ids: dict[str | None, str] = {None: session_id}
+    used: set[int] = set()
+    children = []
+    for key, thread in reader.threads.items():
+        if key is None:
+            continue
+        call = _link(reader.calls, key, thread.opening, used)
+        if call is not None and call.thread not in ids:
+            call = None
+        child = ParsedSession(
+            session_id=f"{session_id}/{call.id}" if call else f"{session_id}/sidechain/{key}",
+            messages=thread.messages,
+            metadata={"sidechain_root": key},
+            repairs=thread.repairs,
+            warnings=thread.warnings,
+        )
+        if call is not None:
+            child.parent_session_id, child.parent_call_id = ids[call.thread], call.id
+            child.title = call.description
+        else:
+            child.warnings.insert(
+                0,
+                f"sidechain starting at line {thread.root_line}: no Task/Agent call in this file has "
+                "its first user message as prompt; imported without a parent link",
+            )
+        ids[key] = child.session_id
+        children.append(child)
+    return children
+
+
+def _link(calls: list[_Call], key: str, opening: str | None, used: set[int]) -> _Call | None:
+    if opening is None:
+        return None
+    for exact in (True, False):
+        for index, call in enumerate(calls):
+            if index in used or call.thread == key:
+                continue
+            if call.prompt == opening if exact else call.prompt.strip() == opening.strip():
+                used.add(index)
+                return call
+    return None
+
+
+def _file_warnings(reader: _Reader) -> list[str]:
+    warnings = [
+        f"skipped {count} {kind!r} record(s) (no conversation content)"
+        for kind, count in sorted(reader.skipped.items())
+    ]
+    if len(reader.session_ids) > 1:
+        warnings.append(f"records carry several sessionIds {list(reader.session_ids)}; imported as one")
+    return warnings
