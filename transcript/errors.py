@@ -23,6 +23,10 @@ class ConflictError(TranscriptError):
     """The session changed since the version this write expected (another writer won a race)."""
 
 
+class InvalidSession(TranscriptError, ValueError):
+    """A session id is malformed (empty, too long, or not valid Unicode)."""
+
+
 class SessionNotFound(TranscriptError, KeyError):
     """No session with this id exists in the store."""
 

@@ -82,6 +82,11 @@ class ToolCall(_Part, tag="tool_call", frozen=True):
     input: Any = msgspec.field(default_factory=dict)
     raw_input: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.raw_input is not None and self.input == {}:
+            # `ToolCall(id=, name=, raw_input=...)`: a raw call has no parsed input.
+            msgspec.structs.force_setattr(self, "input", None)
+
     @classmethod
     def from_arguments(cls, *, id: str, name: str, arguments: str) -> ToolCall:
         """A call from a provider's argument string: parsed when it is JSON, kept raw when not."""

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from planner.config import CompactConfig
 from projection.view import View
-from transcript.errors import ConflictError, DuplicateMessage
+from transcript.errors import ConflictError, DuplicateMessage, InvalidSession
 from transcript.hashing import body_hash
 from transcript.live import LiveSession
 from transcript.model import Entry, Message, MessageAppended, TranscriptSnapshot
@@ -29,12 +29,23 @@ from transcript.store import PreparedMessage, Store
 INTERRUPTED_RESULT: Final = "tool execution was interrupted"
 
 
+def check_session_id(session_id: object) -> None:
+    """Refuse a session id that is not a non-empty, valid-Unicode string of at most 256 characters."""
+    if not isinstance(session_id, str) or not session_id or len(session_id) > 256:
+        raise InvalidSession(
+            f"session id must be a non-empty string of at most 256 characters, not {session_id!r}"
+        )
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidSession(f"session id {session_id!r} is not valid Unicode (lone surrogate)") from exc
+
+
 class Transcript:
     """One session: append messages, read the model view. Open with `Transcript.open` or `Store.session`."""
 
     def __init__(self, store: Store, session_id: str, *, owns_store: bool = False) -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise ValueError("session_id must be a non-empty string")
+        check_session_id(session_id)
         self.store = store
         self.session_id = session_id
         self._owns_store = owns_store

@@ -174,8 +174,9 @@ class Store:
 
     def session(self, session_id: str, *, create: bool = True) -> Transcript:
         """The `Transcript` of one session (created by its first append unless `create=False`)."""
-        from transcript.session import Transcript
+        from transcript.session import Transcript, check_session_id
 
+        check_session_id(session_id)
         if (not create or self.readonly) and not self.has_session(session_id):
             raise SessionNotFound(f"no session {session_id!r} in {self.path}")
         return Transcript(self, session_id)
