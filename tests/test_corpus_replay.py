@@ -1,0 +1,153 @@
+"""Every corpus session, replayed one compaction round per model call at 40% of its final view.
+
+Each round must leave a provider-valid view, and the view after reopening the file must be the view
+before. Micro compaction must really fire where the raw files say it can: on the function-calling
+SWE-agent run and on every Claude Code sub-agent session with at least 5 steps and a result over 500
+characters. Those expectations are counted from the raw JSON here, independently of the importers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from projection import check_view_order
+from projection.view import View
+from tests.conftest import CORPUS
+from transcript import Store, Transcript
+from transcript.formats import ParsedSession, detect_format, parse
+from transcript.importing import import_sessions
+from transcript.results import CompactResult
+from transcript.simulate import replay
+
+CORPUS_FILES = sorted(p for p in CORPUS.glob("*") if p.name != "README.md")
+SWE_FC = CORPUS / "sweagent_marshmallow-1867_fc.traj"
+CLAUDE_BIG = CORPUS / "claude-code_ccviewer_fe5e1c67.jsonl"
+
+
+def _sessions() -> list[tuple[Path, ParsedSession]]:
+    return [(path, session) for path in CORPUS_FILES for session in parse(path, detect_format(path))]
+
+
+SESSIONS = _sessions()
+
+
+def _final_view_tokens(session: ParsedSession) -> int:
+    store = Store.open(":memory:", tokenizer="chars/4")
+    import_sessions(store, [session], source="corpus")
+    return store.session(session.session_id).visible_messages().tokens
+
+
+def _replayed(tmp_path: Path, session: ParsedSession) -> tuple[Path, Transcript, list[str]]:
+    path = tmp_path / "replay.db"
+    transcript = Transcript.open(path, session_id=session.session_id, tokenizer="chars/4")
+    problems: list[str] = []
+
+    def check(view: View, result: CompactResult) -> None:
+        report = check_view_order(view.messages)
+        problems.extend(f"{p.code} at {p.message_id}" for p in report.problems)
+        problems.extend(f"pending {c} before a model call" for c in report.pending)
+
+    budget = max(1, int(_final_view_tokens(session) * 0.4))
+    replay(transcript, session.messages, budget_tokens=budget, on_model_call=check)
+    return path, transcript, problems
+
+
+@pytest.mark.parametrize(
+    ("path", "session"), SESSIONS, ids=[f"{p.stem[:24]}:{s.session_id[-12:]}" for p, s in SESSIONS]
+)
+def test_every_round_is_provider_valid_and_survives_reopen(
+    tmp_path: Path, path: Path, session: ParsedSession
+) -> None:
+    db, transcript, problems = _replayed(tmp_path, session)
+    assert problems == []
+    view = transcript.visible_messages()
+    assert check_view_order(view.messages).ok
+    transcript.close()
+    with Transcript.open(db, session_id=session.session_id, readonly=True) as again:
+        reopened = again.visible_messages()
+    assert reopened.canonical_json() == view.canonical_json() and reopened.tokens == view.tokens
+
+
+def _truncated_texts(transcript: Transcript) -> list[str]:
+    return [e.message.text for e in transcript.messages().entries if e.flags.truncated]
+
+
+# --- independent counts from the raw files -----------------------------------------------------------
+
+
+def _raw_swe_results_over(limit: int) -> int:
+    history = json.loads(SWE_FC.read_text())["history"]
+    return sum(
+        1 for item in history if item.get("role") == "tool" and len(_text_of(item.get("content"))) > limit
+    )
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(block.get("text", "") for block in content if isinstance(block, dict))
+    return ""
+
+
+def _raw_claude_sidechains() -> dict[str, dict[str, Any]]:
+    """Sub-agent conversations of the raw file, keyed by the text of their first user message.
+
+    Records are grouped by following `parentUuid` up to a sidechain record without a sidechain
+    parent; steps are distinct API message ids of assistant records; results are `tool_result`
+    blocks of user records.
+    """
+    records = [json.loads(line) for line in CLAUDE_BIG.read_text().splitlines() if line.strip()]
+    by_uuid = {r["uuid"]: r for r in records if "uuid" in r}
+
+    def root(record: dict[str, Any]) -> dict[str, Any]:
+        while (parent := by_uuid.get(record.get("parentUuid") or "")) is not None and parent.get(
+            "isSidechain"
+        ):
+            record = parent
+        return record
+
+    groups: dict[str, dict[str, Any]] = defaultdict(lambda: {"steps": set(), "results": []})
+    for record in records:
+        if not record.get("isSidechain"):
+            continue
+        first = root(record)
+        key = _text_of(first["message"]["content"])
+        if record["type"] == "assistant":
+            groups[key]["steps"].add(record["message"]["id"])
+        elif record["type"] == "user" and isinstance(record["message"]["content"], list):
+            for block in record["message"]["content"]:
+                if block.get("type") == "tool_result":
+                    groups[key]["results"].append(len(_text_of(block.get("content"))))
+    return dict(groups)
+
+
+def test_micro_fires_on_the_function_calling_swe_agent_run(tmp_path: Path) -> None:
+    candidates = _raw_swe_results_over(500)
+    assert candidates > 0
+    (session,) = [s for p, s in SESSIONS if p == SWE_FC]
+    _, transcript, _ = _replayed(tmp_path, session)
+    truncated = _truncated_texts(transcript)
+    assert 1 <= len(truncated) <= candidates
+    assert all(len(text) > 500 for text in truncated)
+
+
+def test_micro_fires_on_every_long_claude_code_sub_agent_session(tmp_path: Path) -> None:
+    qualifying = {
+        prompt
+        for prompt, group in _raw_claude_sidechains().items()
+        if len(group["steps"]) >= 5 and any(size > 500 for size in group["results"])
+    }
+    assert qualifying
+    children = {s.messages[0].text: s for p, s in SESSIONS if p == CLAUDE_BIG and s.parent_session_id}
+    assert qualifying <= set(children)
+    for index, prompt in enumerate(sorted(qualifying)):
+        directory = tmp_path / str(index)
+        directory.mkdir()
+        _, transcript, _ = _replayed(directory, children[prompt])
+        assert _truncated_texts(transcript), f"micro compaction never fired on {children[prompt].session_id}"

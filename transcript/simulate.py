@@ -1,0 +1,86 @@
+"""Replaying a recorded session as a live loop would have run it, one compaction round per model call.
+
+Messages are appended in their recorded order; before each assistant message (a model call) one round
+runs against the budget and the view the model would have been sent is taken. The assistant message
+and the results that answer it are then appended as one turn. This is how a policy is tried on real
+sessions (`transcript simulate`) and how the test suite checks the promises on the corpus.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import msgspec
+
+from planner.config import CompactConfig
+from projection.view import View
+from transcript.model import Message
+from transcript.results import CompactResult
+from transcript.session import Transcript
+
+
+class ModelCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One model call of a replay: the round run before it and the view the model saw."""
+
+    point: int
+    result: CompactResult
+    view_messages: int
+    view_tokens: int
+    stored_tokens: int
+
+
+class Replay(msgspec.Struct, frozen=True, kw_only=True):
+    """Every model call of a replayed session, in order."""
+
+    session_id: str
+    budget_tokens: int
+    calls: tuple[ModelCall, ...]
+
+    @property
+    def outcomes(self) -> dict[str, int]:
+        """How many rounds ended in each outcome."""
+        counts: dict[str, int] = {}
+        for call in self.calls:
+            counts[call.result.outcome] = counts.get(call.result.outcome, 0) + 1
+        return counts
+
+
+ViewCheck = Callable[[View, CompactResult], None]
+
+
+def replay(
+    transcript: Transcript,
+    messages: Sequence[Message],
+    *,
+    budget_tokens: int,
+    config: CompactConfig | None = None,
+    on_model_call: ViewCheck | None = None,
+) -> Replay:
+    """Append `messages` to `transcript` with one round and one view per model call."""
+    calls: list[ModelCall] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        if message.role != "assistant":
+            transcript.append(message)
+            index += 1
+            continue
+        result = transcript.compact(budget_tokens=budget_tokens, config=config)
+        view = transcript.visible_messages()
+        if on_model_call is not None:
+            on_model_call(view, result)
+        calls.append(
+            ModelCall(
+                point=transcript.version,
+                result=result,
+                view_messages=len(view.messages),
+                view_tokens=view.tokens,
+                stored_tokens=sum(entry.token_count for entry in transcript.messages().entries),
+            )
+        )
+        end = index + 1
+        while end < len(messages) and messages[end].role == "tool":
+            end += 1
+        transcript.append_turn(messages[index:end])
+        index = end
+    return Replay(session_id=transcript.session_id, budget_tokens=budget_tokens, calls=tuple(calls))
