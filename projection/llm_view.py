@@ -42,9 +42,7 @@ def render_llm_view(
         messages.append(message)
         tokens += count
     chosen: ViewSource = source or ("persisted" if directives else "canonical")
-    return View(
-        messages=tuple(messages), source=chosen, tokens=tokens, diagnostics=order_diagnostics(messages)
-    )
+    return View.of(messages, source=chosen, tokens=tokens, diagnostics=order_diagnostics(messages))
 
 
 def order_diagnostics(messages: Sequence[Message]) -> tuple[Diagnostic, ...]:

@@ -2,17 +2,23 @@
 
 A `View` is a pure value. "The same view" means the same `canonical_json()` bytes: the canonical
 msgspec JSON of its messages, which is what resume and replay tests compare.
+
+The messages are held in fixed-size chunks of tuples, so a live session can hand out a new view after
+an append or a re-render by rebuilding only the chunks that changed: the cost of a view does not grow
+with the session's length. `view.messages` reads as one immutable sequence.
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal, TypeAlias
+from collections.abc import Iterator, Sequence
+from typing import Final, Literal, TypeAlias, overload
 
 import msgspec
 
 from transcript.model import Message
 
 ViewSource: TypeAlias = Literal["persisted", "canonical", "rebuilt", "fallback"]
+CHUNK: Final = 256
 
 _ENCODER: Final = msgspec.json.Encoder()
 
@@ -25,21 +31,92 @@ class Diagnostic(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     message_id: str | None = None
 
 
+class Messages(Sequence[Message]):
+    """An immutable sequence of messages stored as chunks of tuples (shared between views).
+
+    Every chunk but the last holds exactly `CHUNK` messages.
+    """
+
+    __slots__ = ("_chunks", "_length")
+
+    def __init__(self, chunks: tuple[tuple[Message, ...], ...]) -> None:
+        self._chunks = chunks
+        self._length = sum(len(chunk) for chunk in chunks)
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("view index out of range")
+        return self._chunks[index // CHUNK][index % CHUNK]
+
+    def __iter__(self) -> Iterator[Message]:
+        for chunk in self._chunks:
+            yield from chunk
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Messages({list(self)!r})"
+
+
+def chunked(messages: Sequence[Message]) -> tuple[tuple[Message, ...], ...]:
+    """Messages split into the view's chunks."""
+    return tuple(tuple(messages[start : start + CHUNK]) for start in range(0, len(messages), CHUNK))
+
+
 class View(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What the model is shown: messages, where they came from, diagnostics and their token count.
 
     `tokens` is the sum of the stored per-part counts of what is shown (message framing overhead,
-    which differs per provider, is not included).
+    which differs per provider, is not included). Build one with `View.of(...)`.
     """
 
-    messages: tuple[Message, ...]
+    chunks: tuple[tuple[Message, ...], ...]
     source: ViewSource
     tokens: int
     diagnostics: tuple[Diagnostic, ...] = ()
 
+    def __post_init__(self) -> None:
+        if any(len(chunk) != CHUNK for chunk in self.chunks[:-1]):
+            raise ValueError(f"every chunk of a view but the last holds {CHUNK} messages")
+
+    @classmethod
+    def of(
+        cls,
+        messages: Sequence[Message],
+        *,
+        source: ViewSource,
+        tokens: int,
+        diagnostics: tuple[Diagnostic, ...] = (),
+    ) -> View:
+        """A view of these messages."""
+        return cls(chunks=chunked(messages), source=source, tokens=tokens, diagnostics=diagnostics)
+
+    @property
+    def messages(self) -> Messages:
+        """The messages to send, in order (an immutable sequence)."""
+        return Messages(self.chunks)
+
     def canonical_json(self) -> bytes:
         """The canonical JSON bytes of the view's messages: the unit of "byte for byte"."""
-        return _ENCODER.encode(self.messages)
+        parts = [_ENCODER.encode(chunk)[1:-1] for chunk in self.chunks if chunk]
+        return b"[" + b",".join(parts) + b"]"
 
     def __len__(self) -> int:
-        return len(self.messages)
+        return sum(len(chunk) for chunk in self.chunks)

@@ -141,7 +141,7 @@ def test_four_processes_append_to_one_session(tmp_path: Path) -> None:
         seen: list[str] = r["seen"]
         assert len(seen) == r["version"] >= r["view_len"] >= APPENDS
         assert seen == ids[: len(seen)]
-        fresh = View(messages=tuple(messages[: r["view_len"]]), source="canonical", tokens=0)
+        fresh = View.of(messages[: r["view_len"]], source="canonical", tokens=0)
         assert r["view_sha256"] == hashlib.sha256(fresh.canonical_json()).hexdigest()
     assert max(r["version"] for r in results) == total
     assert verify(path).ok

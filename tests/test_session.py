@@ -149,3 +149,27 @@ def test_open_requires_an_existing_session_when_asked(db_path: Path) -> None:
         Transcript.open(db_path, session_id="missing", create=False)
     with pytest.raises(SessionNotFound):
         Transcript.open(db_path, session_id="missing", readonly=True)
+
+
+def test_a_long_live_view_matches_the_reference_across_chunks() -> None:
+    from planner import CompactConfig
+    from projection import plan_from_persisted_directives, render_llm_view
+    from projection.view import CHUNK
+
+    t = Store.open(":memory:", tokenizer="chars/4").session("long")
+    t.append(Message.user("go"))
+    for n in range(CHUNK + 40):
+        t.append_turn(
+            [Message.assistant("", tool_calls=[_call(f"c{n}")]), Message.tool_result(f"c{n}", "o" * 700)]
+        )
+    first = t.visible_messages()
+    t.compact(budget_tokens=first.tokens, config=CompactConfig())
+    view = t.visible_messages()
+    entries = t.messages().entries
+    reference = render_llm_view(entries, plan_from_persisted_directives(entries))
+    assert len(view.chunks) == 3 and all(len(c) == CHUNK for c in view.chunks[:-1])
+    assert view.canonical_json() == reference.canonical_json() and view.tokens == reference.tokens
+    assert view.messages[-1] == view.messages[len(view) - 1] == reference.messages[-1]
+    assert view.messages[CHUNK] == reference.messages[CHUNK] and view.messages[:3] == reference.messages[:3]
+    assert first.canonical_json() != view.canonical_json()  # the old view is a snapshot: it did not change
+    assert list(first.messages)[CHUNK + 6].text == "o" * 700

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import msgspec
+
 from planner.config import CompactConfig
 from planner.micro import plan_micro
 from projection.canonical import canonical_order, needs_reorder
@@ -23,7 +25,7 @@ from projection.directives import (
 )
 from projection.llm_view import pending_diagnostic, render_llm_view
 from projection.render import RenderError, render_entry
-from projection.view import Diagnostic, View, ViewSource
+from projection.view import CHUNK, Diagnostic, View, ViewSource
 from transcript.model import Entry, Message, TranscriptSnapshot
 
 
@@ -34,6 +36,7 @@ class LiveView:
         self.caps = caps
         self._order: list[Entry] | None = []
         self._shown: list[Message] = []
+        self._chunks: list[tuple[Message, ...] | None] = []
         self._counts: list[int] = []
         self._directed: list[bool] = []
         self._where: dict[str, int] = {}
@@ -97,12 +100,23 @@ class LiveView:
                 source: ViewSource = "persisted" if self._with_directive else "canonical"
                 diagnostics = (pending_diagnostic(tuple(pending)),) if pending else ()
                 self._cached = View(
-                    messages=tuple(self._shown), source=source, tokens=self._tokens, diagnostics=diagnostics
+                    chunks=self._current_chunks(), source=source, tokens=self._tokens, diagnostics=diagnostics
                 )
         return self._cached
 
+    def _current_chunks(self) -> tuple[tuple[Message, ...], ...]:
+        """The view's chunks, rebuilding only those that changed since the last view."""
+        count = -(-len(self._shown) // CHUNK)
+        del self._chunks[count:]
+        self._chunks.extend([None] * (count - len(self._chunks)))
+        for index, chunk in enumerate(self._chunks):
+            if chunk is None:
+                self._chunks[index] = tuple(self._shown[index * CHUNK : (index + 1) * CHUNK])
+        return tuple(self._chunks)  # type: ignore[arg-type]
+
     def _reorder(self, entries: Sequence[Entry]) -> None:
         self._order = canonical_order(entries)
+        self._chunks = []
         self._shown = [entry.message for entry in self._order]
         self._counts = [0] * len(self._order)
         self._directed = [False] * len(self._order)
@@ -127,6 +141,8 @@ class LiveView:
         self._tokens += count - self._counts[index]
         self._with_directive += (directive is not None) - self._directed[index]
         self._shown[index] = message
+        if index // CHUNK < len(self._chunks):
+            self._chunks[index // CHUNK] = None
         self._counts[index] = count
         self._directed[index] = directive is not None
 
@@ -155,9 +171,4 @@ class LiveView:
 
 
 def _with_diagnostics(view: View, diagnostics: list[Diagnostic]) -> View:
-    return View(
-        messages=view.messages,
-        source=view.source,
-        tokens=view.tokens,
-        diagnostics=(*diagnostics, *view.diagnostics),
-    )
+    return msgspec.structs.replace(view, diagnostics=(*diagnostics, *view.diagnostics))
