@@ -34,6 +34,9 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_consecutive_failures: int = 3
     breaker_cooldown_rounds: int = 10
     keep_recent_tokens: int = 20_000
+    summary_max_tokens: int = 4_000
+    reinject_max_tokens: int = 4_000
+    full_compact_enabled: bool = True
     smart_compact_enabled: bool = False
 
     def __post_init__(self) -> None:
@@ -60,6 +63,8 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
             "max_consecutive_failures",
             "breaker_cooldown_rounds",
             "keep_recent_tokens",
+            "summary_max_tokens",
+            "reinject_max_tokens",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
@@ -85,6 +90,14 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     def protected_names(self) -> frozenset[str]:
         """The protected tool names, case-folded."""
         return frozenset(name.casefold() for name in self.micro_excluded_tools)
+
+    def kept_tokens(self, budget_tokens: int) -> int:
+        """How much recent history full compaction keeps verbatim under this budget."""
+        return min(self.keep_recent_tokens, budget_tokens // 2)
+
+    def summary_tokens(self, budget_tokens: int) -> int:
+        """The largest checkpoint a summary may hold under this budget."""
+        return max(200, min(self.summary_max_tokens, budget_tokens // 5))
 
     def fingerprint(self) -> tuple[object, ...]:
         """What decides which messages micro compaction picks (changes invalidate incremental state)."""

@@ -4,7 +4,6 @@ Nothing here reads or writes a store, touches `sqlite3` or counts tokens: inputs
 and are never mutated, so the same inputs always render the same view.
 """
 
-from projection.canonical import canonical_order
 from projection.caps import KNOWN_PROVIDERS, NEUTRAL, ProviderCaps, caps_for
 from projection.directives import (
     CORRUPTED_PROJECTION,
@@ -33,6 +32,7 @@ from projection.render import (
 )
 from projection.validate import OrderProblem, OrderReport, check_view_order
 from projection.view import Diagnostic, View, ViewSource
+from transcript.order import canonical_order
 
 __all__ = [
     "CORRUPTED_PROJECTION",

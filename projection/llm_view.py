@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from projection.canonical import canonical_order
 from projection.caps import NEUTRAL, ProviderCaps
 from projection.directives import PENDING_TOOL_CALLS, Absent, Invalid, PersistedPlan, Valid
 from projection.render import render_entry
 from projection.validate import check_view_order
 from projection.view import Diagnostic, View, ViewSource
 from transcript.model import Entry, Message, ProjectionDirective
+from transcript.order import canonical_order
 
 
 def render_llm_view(

@@ -11,7 +11,7 @@ with the session's length. `view.messages` reads as one immutable sequence.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Final, Literal, TypeAlias, overload
+from typing import Any, Final, Literal, TypeAlias, overload
 
 import msgspec
 
@@ -120,3 +120,15 @@ class View(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     def __len__(self) -> int:
         return sum(len(chunk) for chunk in self.chunks)
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """The view as OpenAI Chat Completions `messages` (see `projection.wire.to_openai`)."""
+        from projection.wire import to_openai
+
+        return to_openai(self)
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """The view as an Anthropic Messages body (see `projection.wire.to_anthropic`)."""
+        from projection.wire import to_anthropic
+
+        return to_anthropic(self)

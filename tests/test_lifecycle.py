@@ -1,5 +1,8 @@
 """The whole lifecycle as a hypothesis state machine: append, compact, reopen, change config.
 
+Compaction rounds use the local summarizer, a model summarizer, one that fails every other call and
+one whose first prompt is too long; full compaction runs whenever micro is not enough.
+
 After every step the SPEC's invariants must hold: the view after a reopen (in this process or a fresh
 one) is byte for byte the view before; a message once truncated renders the same in every later
 round; bodies never change; excluded messages never come back; the fold of the log equals the flags;
@@ -13,6 +16,7 @@ import random
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -24,6 +28,7 @@ from projection import check_view_order, plan_from_persisted_directives, render_
 from tests.conftest import PROJECT_ROOT, PYTHON, SUBPROCESS_REOPENS
 from transcript import Message, ToolCall, Transcript
 from transcript.model import EVENT_DECODER, MessageMarked, fold_marks
+from transcript.summary import PromptTooLong, SummaryRequest
 
 SESSION = "life"
 TOKENIZER = "chars/4"
@@ -47,6 +52,45 @@ def _text(seed: int, size: int) -> str:
         out.append(word)
         total += len(word) + 1
     return " ".join(out)[:size]
+
+
+class _Model:
+    """A model summarizer that answers with a checkpoint in JSON."""
+
+    def __call__(self, request: SummaryRequest) -> str:
+        return f'Here you go: {{"goal": "continue", "done": ["{len(request.items)} items"]}}'
+
+
+class _Flaky(_Model):
+    """A model summarizer that fails every other call."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, request: SummaryRequest) -> str:
+        self.calls += 1
+        if self.calls % 2:
+            raise RuntimeError("model unavailable")
+        return super().__call__(request)
+
+
+class _TooLongOnce(_Model):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, request: SummaryRequest) -> str:
+        self.calls += 1
+        if self.calls == 1:
+            raise PromptTooLong("prompt too long")
+        return super().__call__(request)
+
+
+SUMMARIZERS: dict[str, Callable[[], Callable[[SummaryRequest], str] | None]] = {
+    "local": lambda: None,
+    "model": _Model,
+    "flaky": _Flaky,
+    "too-long-once": _TooLongOnce,
+}
 
 
 class Lifecycle(RuleBasedStateMachine):
@@ -92,15 +136,41 @@ class Lifecycle(RuleBasedStateMachine):
         ]
         self._append([Message.assistant(f"step {self.steps}", tool_calls=calls), *reversed(results)])
 
-    @rule(fraction=st.floats(0.05, 1.5), shadow=st.booleans())
-    def compact(self, fraction: float, shadow: bool) -> None:
+    @rule(
+        fraction=st.floats(0.05, 1.5),
+        shadow=st.booleans(),
+        summarizer=st.sampled_from(["local", "model", "flaky", "too-long-once"]),
+        force=st.booleans(),
+    )
+    def compact(self, fraction: float, shadow: bool, summarizer: str, force: bool) -> None:
         budget = max(1, int(self.t.visible_messages().tokens * fraction))
         before = self.t.version
-        result = self.t.compact(budget_tokens=budget, config=self.config, shadow=shadow)
-        event(f"round: {result.outcome}")
+        stored = len(self.appended)
+        result = self.t.compact(
+            budget_tokens=budget,
+            config=self.config,
+            shadow=shadow,
+            force=force and not shadow,
+            summarizer=SUMMARIZERS[summarizer](),
+        )
+        event(f"round: {result.outcome} {result.strategy}")
         if shadow or result.outcome == "skipped":
             assert self.t.version == before
+        new = self.t.stored_messages()[stored:]
+        assert all(m.kind == "summary" for m in new) and len(new) <= 1
+        self.appended.extend(new)
+        if result.strategy is not None and "checkpoint" in result.strategy:
+            self._check_full_layout()
         self._remember_marks()
+
+    def _check_full_layout(self) -> None:
+        """After a full compaction: kept system messages, then the summary, then the kept tail."""
+        view = self.t.visible_messages().messages
+        kinds = [(m.role, m.kind) for m in view]
+        systems = [i for i, (role, _) in enumerate(kinds) if role == "system"]
+        assert systems == list(range(len(systems)))
+        assert kinds[len(systems)] == ("user", "summary")
+        assert all(kind != "summary" for _, kind in kinds[len(systems) + 1 :])
 
     @rule(
         stale=st.integers(0, 4),
@@ -142,7 +212,11 @@ class Lifecycle(RuleBasedStateMachine):
     def _remember_marks(self) -> None:
         view = {m.id: msgspec.json.encode(m) for m in self.t.visible_messages().messages}
         for entry in self.t.messages().entries:
-            if entry.flags.truncated and entry.message.id not in self.truncated_views:
+            if (
+                entry.flags.truncated
+                and entry.message.id not in self.truncated_views
+                and entry.message.id in view
+            ):
                 self.truncated_views[entry.message.id] = view[entry.message.id]
             if entry.flags.excluded:
                 self.excluded.add(entry.message.id)

@@ -11,6 +11,9 @@ from transcript import Message, Store, ToolCall, Transcript
 from transcript.model import ImagePart, TextPart
 
 
+MICRO_ONLY = CompactConfig(full_compact_enabled=False)
+
+
 def _step(t: Transcript, n: int, output: str, *, tool: str = "Bash", is_error: bool = False) -> None:
     call = ToolCall(id=f"c{n}", name=tool, input={"n": n})
     t.append_turn(
@@ -156,7 +159,7 @@ def test_rounds_only_look_at_what_earlier_rounds_did_not_touch(session: Transcri
     config = CompactConfig()
     for n in range(6):
         _step(session, n, "x" * 900)
-    first = session.compact(budget_tokens=1, config=config, manual=True)
+    first = session.compact(budget_tokens=1, config=MICRO_ONLY, manual=True)
     truncated = set(first.compacted_ids)
     assert truncated
     for n in range(6, 9):
@@ -173,7 +176,7 @@ def test_rounds_only_look_at_what_earlier_rounds_did_not_touch(session: Transcri
 def test_rebuild_mode_plans_truncated_messages_again(session: Transcript) -> None:
     for n in range(5):
         _step(session, n, "x" * 900)
-    session.compact(budget_tokens=1, manual=True)
+    session.compact(budget_tokens=1, config=MICRO_ONLY, manual=True)
     snapshot = session.messages()
     assert plan_micro(snapshot, CompactConfig()).entries == ()
     assert len(plan_micro(snapshot, CompactConfig(), skip_existing_truncated=False).message_ids) == 2

@@ -55,7 +55,7 @@ def test_micro_alone_is_enough_when_it_gets_under_the_threshold(session: Transcr
 def test_insufficient_reclaim_at_the_auto_threshold_needs_full() -> None:
     session = _session(Store.open(":memory:", tokenizer="chars/4").session("s"), size=600)
     tokens = session.visible_messages().tokens
-    result = session.compact(budget_tokens=tokens)
+    result = session.compact(budget_tokens=tokens, config=CompactConfig(full_compact_enabled=False))
     assert result.outcome == "full_unavailable" and result.compacted_count == 5
     assert not result.failed and result.consecutive_failures == 0
 
@@ -82,7 +82,7 @@ def test_shadow_mode_reports_and_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_over_budget_irreducible_instead_of_looping(session: Transcript) -> None:
-    result = session.compact(budget_tokens=10)
+    result = session.compact(budget_tokens=10, config=CompactConfig(full_compact_enabled=False))
     assert result.outcome == "over_budget_irreducible"
     assert result.irreducible_tokens > 10
 

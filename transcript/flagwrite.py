@@ -1,31 +1,43 @@
-"""The one way to write marks (`truncated`, `excluded`, projection directives) and compaction records.
+"""The one way to write marks (`truncated`, `excluded`, directives), summaries and compaction records.
 
-Import-linter protects this module: only `mutate` may import it, so marks are written by the
-compaction steps and by nothing else. All events of one call commit in one transaction, checked
-against the session version the caller planned from.
+Import-linter protects this module: only `mutate` may import it, so these events are written by the
+compaction steps (and mutate's protected copy for restore and fork) and by nothing else. All events of
+one call commit in one transaction, checked against the session version the caller planned from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from transcript.model import CompactionRecorded, MessageMarked
-from transcript.store import Store
+from transcript.model import CompactionRecorded, MessageAppended, MessageMarked
+from transcript.store import PreparedMessage, SessionWrite, Store
 
-WritableEvent = MessageMarked | CompactionRecorded
+WritableEvent = MessageMarked | CompactionRecorded | MessageAppended
 
 
 def write_events(
-    store: Store, session_id: str, expected_version: int, events: Sequence[WritableEvent]
+    store: Store,
+    session_id: str,
+    expected_version: int,
+    events: Sequence[WritableEvent],
+    summaries: Mapping[str, PreparedMessage] | None = None,
 ) -> int:
-    """Append mark and compaction events to a session in one transaction; returns the new version.
+    """Append marks, compaction records and summary messages in one transaction; returns the version.
 
+    An appended message must be a summary (`kind="summary"`) whose prepared body is in `summaries`.
     Raises `ConflictError` (nothing written) when the session is no longer at `expected_version`.
     """
+    bodies = summaries or {}
     for event in events:
-        if not isinstance(event, (MessageMarked, CompactionRecorded)):
-            raise TypeError(f"only marks and compaction records are written here, not {type(event).__name__}")
-    version, _ = store.write(session_id, expected_version, list(events))
+        if isinstance(event, MessageAppended):
+            body = bodies.get(event.message_id)
+            if body is None or body.message.kind != "summary":
+                raise TypeError("only summary messages are appended here, with their prepared bodies")
+        elif not isinstance(event, (MessageMarked, CompactionRecorded)):
+            raise TypeError(
+                f"only marks, summaries and compaction records are written here, not {type(event).__name__}"
+            )
+    version, _ = store.write(session_id, expected_version, list(events), bodies)
     return version
 
 
@@ -35,3 +47,11 @@ def write_marks(store: Store, session_id: str, expected_version: int, marks: Seq
         if not isinstance(mark, MessageMarked):
             raise TypeError(f"expected MessageMarked events, got {type(mark).__name__}")
     return write_events(store, session_id, expected_version, marks)
+
+
+def copy_log(store: Store, writes: Sequence[SessionWrite]) -> list[int]:
+    """Write whole event logs (bodies, history, marks, records) in one transaction: restore and fork.
+
+    The caller is `mutate`'s protected copy function, which checks what it copies.
+    """
+    return [version for version, _ in store.write_many(writes)]

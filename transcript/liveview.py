@@ -14,7 +14,6 @@ import msgspec
 
 from planner.config import CompactConfig
 from planner.micro import plan_micro
-from projection.canonical import canonical_order, needs_reorder
 from projection.caps import NEUTRAL, ProviderCaps
 from projection.directives import (
     PROJECTION_REBUILT,
@@ -27,6 +26,7 @@ from projection.llm_view import pending_diagnostic, render_llm_view
 from projection.render import RenderError, render_entry
 from projection.view import CHUNK, Diagnostic, View, ViewSource
 from transcript.model import Entry, Message, TranscriptSnapshot
+from transcript.order import canonical_order, needs_reorder
 
 
 class LiveView:

@@ -1,4 +1,4 @@
-"""The canonical view order: what the model sees when no directive applies.
+"""The canonical view order: the order in which visible messages are shown to the model.
 
 Excluded messages are left out, bodies are shown as stored, and a summary message is shown just
 before its anchor (the first kept message it precedes) rather than at its own position at the end of

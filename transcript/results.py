@@ -6,12 +6,18 @@ failure count and breaker state after it, so the breaker survives a restart.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 import msgspec
 
+from transcript.checkpoint import Checkpoint
+
 Strategy: TypeAlias = Literal[
-    "tool-result-micro", "checkpoint", "checkpoint-delta", "aggressive-checkpoint", "aggressive-checkpoint-delta"
+    "tool-result-micro",
+    "checkpoint",
+    "checkpoint-delta",
+    "aggressive-checkpoint",
+    "aggressive-checkpoint-delta",
 ]
 Outcome: TypeAlias = Literal[
     "skipped",
@@ -51,7 +57,7 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     checkpoint_reused: bool = False
     fallback_used: bool = False
     split_turn: bool = False
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: Checkpoint | None = None
     failed: bool = False
     consecutive_failures: int = 0
     breaker: BreakerState = "closed"

@@ -15,18 +15,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any
 
 from planner.config import CompactConfig
 from projection.view import View
 from transcript.errors import ConflictError, DuplicateMessage, InvalidSession
 from transcript.hashing import body_hash
 from transcript.live import LiveSession
-from transcript.model import Entry, Message, MessageAppended, TranscriptSnapshot
+from transcript.model import (
+    INTERRUPTED_RESULT as INTERRUPTED_RESULT,
+    Entry,
+    Message,
+    MessageAppended,
+    TranscriptSnapshot,
+)
 from transcript.results import CompactResult
-from transcript.store import PreparedMessage, Store
+from transcript.summary import Summarizer
 
-INTERRUPTED_RESULT: Final = "tool execution was interrupted"
+if TYPE_CHECKING:
+    from mutate.full import Reinject
+    from transcript.checkpoint import Checkpoint
+    from transcript.continuation import Status
+    from transcript.state import SessionState
+from transcript.store import PreparedMessage, Store
 
 
 def check_session_id(session_id: object) -> None:
@@ -44,16 +55,28 @@ def check_session_id(session_id: object) -> None:
 class Transcript:
     """One session: append messages, read the model view. Open with `Transcript.open` or `Store.session`."""
 
-    def __init__(self, store: Store, session_id: str, *, owns_store: bool = False) -> None:
+    def __init__(
+        self,
+        store: Store,
+        session_id: str,
+        *,
+        owns_store: bool = False,
+        config: CompactConfig | None = None,
+        summarizer: Summarizer | None = None,
+        reinject: Reinject | None = None,
+    ) -> None:
         check_session_id(session_id)
         self.store = store
         self.session_id = session_id
+        self.config = config or CompactConfig()
+        self.summarizer = summarizer
+        self.reinject = reinject
         self._owns_store = owns_store
         self._seen: tuple[int, int] | None = None
-        self.config = CompactConfig()
         self._cursor: tuple[tuple[object, ...], int] = ((), 0)
         self._live = LiveSession(session_id, store.tokenizer)
         self._load()
+        self._drained = len(self._live.results)
 
     @classmethod
     def open(
@@ -63,15 +86,22 @@ class Transcript:
         session_id: str,
         readonly: bool = False,
         create: bool = True,
+        config: CompactConfig | None = None,
+        summarizer: Summarizer | None = None,
+        reinject: Reinject | None = None,
         **options: Any,
     ) -> Transcript:
         """Open a file and one of its sessions; closing the transcript closes the file.
 
-        `options` are passed to `Store.open` (`timeout`, `synchronous`, `tokenizer`).
+        `config` is the compaction policy, `summarizer` the model summarizer full compaction calls
+        (None: the local one), `reinject` the host callback that supplies current file content after a
+        full compaction. `options` go to `Store.open` (`timeout`, `synchronous`, `tokenizer`).
         """
         store = Store.open(path, readonly=readonly, **options)
         try:
-            transcript = store.session(session_id, create=create)
+            transcript = store.session(
+                session_id, create=create, config=config, summarizer=summarizer, reinject=reinject
+            )
         except BaseException:
             store.close()
             raise
@@ -227,24 +257,100 @@ class Transcript:
         manual: bool = False,
         force: bool = False,
         shadow: bool = False,
+        summarizer: Summarizer | None = None,
     ) -> CompactResult:
         """Run one compaction round against a token budget; returns its result record.
 
-        Normally called once per model call with the tokens the view may use. Below the micro
-        threshold it does nothing and writes nothing. `shadow=True` reports what would happen without
-        writing; `manual=True` marks a round the user asked for (it does not count toward the breaker).
+        Call it once per model call with the tokens the view may use. Below the micro threshold it does
+        nothing and writes nothing. `shadow=True` reports what would happen without writing;
+        `manual=True` marks a round the user asked for (not counted by the breaker); `force=True` goes
+        straight to full compaction. `summarizer` overrides the transcript's for this round. It raises
+        only for storage faults: a failing summarizer is an outcome (`fallback_used`, `failed`).
         """
         from mutate.rounds import run_compact
 
         self._sync()
         return run_compact(
-            self, budget_tokens=budget_tokens, config=config, manual=manual, force=force, shadow=shadow
+            self,
+            budget_tokens=budget_tokens,
+            config=config,
+            manual=manual,
+            force=force,
+            shadow=shadow,
+            summarizer=summarizer or self.summarizer,
+            reinject=self.reinject,
+        )
+
+    async def acompact(
+        self,
+        *,
+        budget_tokens: int,
+        config: CompactConfig | None = None,
+        manual: bool = False,
+        force: bool = False,
+        shadow: bool = False,
+        summarizer: Summarizer | None = None,
+    ) -> CompactResult:
+        """`compact` for async loops: the summarizer may be a coroutine function."""
+        from mutate.rounds import arun_compact
+
+        self._sync()
+        return await arun_compact(
+            self,
+            budget_tokens=budget_tokens,
+            config=config,
+            manual=manual,
+            force=force,
+            shadow=shadow,
+            summarizer=summarizer or self.summarizer,
+            reinject=self.reinject,
         )
 
     def latest_compact_result(self) -> CompactResult | None:
         """The result of the last round that did something (it survives a restart)."""
         self._sync()
         return self._live.results[-1][1] if self._live.results else None
+
+    def compact_results(self) -> list[CompactResult]:
+        """Every recorded round of the session, oldest first."""
+        self._sync()
+        return [result for _, result in self._live.results]
+
+    def drain_compact_results(self) -> list[CompactResult]:
+        """The rounds recorded since the last drain (or since this transcript was opened)."""
+        self._sync()
+        fresh = [result for _, result in self._live.results[self._drained :]]
+        self._drained = len(self._live.results)
+        return fresh
+
+    def latest_checkpoint(self) -> Checkpoint | None:
+        """The checkpoint of the latest full compaction, or None."""
+        self._sync()
+        for _, result in reversed(self._live.results):
+            if result.checkpoint is not None:
+                return result.checkpoint
+        return None
+
+    def continuation_prompt(self, result: CompactResult | None = None) -> str:
+        """The hidden prompt that re-anchors the model after a compaction (default: the latest)."""
+        from transcript.continuation import continuation_prompt
+
+        chosen = result or self.latest_compact_result()
+        return continuation_prompt(chosen) if chosen is not None else ""
+
+    def export_state(self) -> SessionState:
+        """The session's whole log and bodies as a portable document (`Store.restore` reads it)."""
+        from transcript.state import export_session
+
+        self._sync()
+        return export_session(self.store, self.session_id)
+
+    def status(self) -> Status:
+        """Light status: goal, last compaction, token estimate, breaker (SPEC §7)."""
+        from transcript.continuation import status_of
+
+        self._sync()
+        return status_of(self)
 
     def micro_cursor(self, config: CompactConfig) -> int:
         """Where the next micro plan may start: everything before was examined under this config."""

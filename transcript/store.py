@@ -41,6 +41,7 @@ from transcript.tokens import CL100K, TokenCounter, get_counter, message_tokens
 if TYPE_CHECKING:
     from transcript.importing import ImportReport
     from transcript.session import Transcript
+    from transcript.state import SessionState
 
 _TOKENS_ENCODER: Final = msgspec.json.Encoder()
 _TOKENS_DECODER: Final = msgspec.json.Decoder(tuple[int, ...])
@@ -63,6 +64,7 @@ class PreparedMessage(NamedTuple):
     data: bytes
     hash: str
     tokens: tuple[int, ...]
+    tokenizer: str | None = None
 
 
 class SessionWrite(NamedTuple):
@@ -79,6 +81,14 @@ class StoredBody(NamedTuple):
 
     message: Message
     tokens: tuple[int, ...]
+
+
+class LogRecord(NamedTuple):
+    """One event of a session's log as stored: its version, when it was recorded, what it says."""
+
+    version: int
+    recorded_at: str
+    event: Event
 
 
 class LoadedSession(NamedTuple):
@@ -172,20 +182,32 @@ class Store:
         """Whether the file holds any event of this session."""
         return self.head(session_id)[0] > 0
 
-    def session(self, session_id: str, *, create: bool = True) -> Transcript:
-        """The `Transcript` of one session (created by its first append unless `create=False`)."""
+    def session(self, session_id: str, *, create: bool = True, **settings: Any) -> Transcript:
+        """The `Transcript` of one session (created by its first append unless `create=False`).
+
+        `settings` go to `Transcript` (`config`, `summarizer`, `reinject`).
+        """
         from transcript.session import Transcript, check_session_id
 
         check_session_id(session_id)
         if (not create or self.readonly) and not self.has_session(session_id):
             raise SessionNotFound(f"no session {session_id!r} in {self.path}")
-        return Transcript(self, session_id)
+        return Transcript(self, session_id, **settings)
 
     def import_file(self, path: str | Path, format: str = "auto") -> ImportReport:
         """Import a recorded session file (all its sessions in one transaction); see `transcript.formats`."""
         from transcript.importing import import_file
 
         return import_file(self, path, format)
+
+    def restore(self, state: SessionState, *, session_id: str | None = None, **settings: Any) -> Transcript:
+        """Rebuild an exported session (`Transcript.export_state()`) in this file, in one transaction.
+
+        The session must not exist yet; its view is the exported one, byte for byte.
+        """
+        from mutate.restore import restore_session
+
+        return self.session(restore_session(self, state, session_id), **settings)
 
     # --- reads -------------------------------------------------------------------------------------
 
@@ -241,6 +263,24 @@ class Store:
             bodies = self.read_bodies(ids)
         return events, bodies
 
+    def read_log(
+        self, session_id: str, until: int | None = None
+    ) -> tuple[list[LogRecord], dict[str, StoredBody]]:
+        """The session's log up to version `until` (all of it by default), with the bodies it appends."""
+        limit = until if until is not None else 2**62
+        with db.translated(f"reading session {session_id!r}"), self._read_snapshot():
+            records = [
+                LogRecord(version, recorded_at, _decode_event(version, payload))
+                for version, recorded_at, payload in self._conn.execute(
+                    "SELECT version, recorded_at, payload FROM events "
+                    "WHERE session_id = ? AND version <= ? ORDER BY version",
+                    (session_id, limit),
+                )
+            ]
+            ids = [r.event.message_id for r in records if isinstance(r.event, MessageAppended)]
+            bodies = self.read_bodies(ids)
+        return records, bodies
+
     def read_bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:
         """Bodies by message id (ids not in the store are left out)."""
         with db.translated("reading bodies"):
@@ -249,6 +289,14 @@ class Store:
                 for message_id, body, tokens in self._select_in(
                     "SELECT message_id, body, tokens FROM bodies", message_ids
                 )
+            }
+
+    def tokenizers(self, message_ids: Sequence[str]) -> dict[str, str]:
+        """Which tokenizer counted each of these bodies."""
+        with db.translated("reading bodies"):
+            return {
+                row[0]: row[1]
+                for row in self._select_in("SELECT message_id, tokenizer FROM bodies", message_ids)
             }
 
     def _select_in(self, select: str, message_ids: Sequence[str]) -> Iterator[tuple[Any, ...]]:
@@ -260,16 +308,7 @@ class Store:
             )
 
     def _decode_events(self, rows: Iterable[tuple[int, bytes]]) -> list[tuple[int, Event]]:
-        events = []
-        for version, payload in rows:
-            try:
-                events.append((version, EVENT_DECODER.decode(payload)))
-            except msgspec.ValidationError as exc:
-                raise SchemaError(
-                    f"event {version} cannot be read ({exc}); it was probably written by a newer "
-                    "transcript-store"
-                ) from exc
-        return events
+        return [(version, _decode_event(version, payload)) for version, payload in rows]
 
     def _read_snapshot(self) -> _ReadSnapshot:
         return _ReadSnapshot(self._conn)
@@ -386,7 +425,7 @@ class Store:
                 (
                     event.message_id,
                     prepared.hash,
-                    self.tokenizer,
+                    prepared.tokenizer or self.tokenizer,
                     _TOKENS_ENCODER.encode(prepared.tokens),
                     prepared.data,
                 )
@@ -408,6 +447,15 @@ class Store:
         """The file's content as SQL text (what tests compare to prove a file was left as it was)."""
         with db.translated("dumping the store"):
             yield from self._conn.iterdump()
+
+
+def _decode_event(version: int, payload: bytes) -> Event:
+    try:
+        return EVENT_DECODER.decode(payload)
+    except msgspec.ValidationError as exc:
+        raise SchemaError(
+            f"event {version} cannot be read ({exc}); it was probably written by a newer transcript-store"
+        ) from exc
 
 
 class _WriteTransaction:

@@ -1,0 +1,42 @@
+"""The one protected function that copies a session's log: restore of an exported state (and fork).
+
+It is the only other writer of marks and compaction records besides the compaction steps: the events
+are copied as they are, in order, through `transcript.flagwrite`, into a session that does not exist
+yet, in one transaction. Bodies keep the token counts (and tokenizer) they were stored with, so
+nothing is counted again and the restored view is the exported one.
+"""
+
+from __future__ import annotations
+
+from transcript.errors import ConflictError, InvalidMessage
+from transcript.flagwrite import copy_log
+from transcript.model import MessageAppended
+from transcript.state import SessionState
+from transcript.store import PreparedMessage, SessionWrite, Store
+
+
+def restore_session(store: Store, state: SessionState, session_id: str | None = None) -> str:
+    """Rebuild an exported session under `session_id` (default: its own id); returns the id."""
+    target = session_id or state.session_id
+    if store.has_session(target):
+        raise ConflictError(f"session {target!r} already exists in {store.path}; restore into a new id")
+    bodies: dict[str, PreparedMessage] = {}
+    for exported in state.bodies:
+        prepared = store.prepare(exported.message, count=False)
+        if len(exported.tokens) != len(prepared.message.parts):
+            raise InvalidMessage(f"message {prepared.message.id!r}: token counts do not match its parts")
+        bodies[prepared.message.id] = prepared._replace(tokens=exported.tokens, tokenizer=exported.tokenizer)
+    for expected, record in enumerate(state.events, start=1):
+        if record.version != expected:
+            raise InvalidMessage(
+                f"event versions must run 1, 2, 3, ...; found {record.version} at {expected}"
+            )
+        event = record.event
+        if isinstance(event, MessageAppended):
+            body = bodies.get(event.message_id)
+            if body is None or body.hash != event.body_hash:
+                raise InvalidMessage(
+                    f"event {expected} appends {event.message_id!r} without its exported body"
+                )
+    copy_log(store, [SessionWrite(target, 0, [e.event for e in state.events], bodies)])
+    return target

@@ -1,0 +1,91 @@
+"""Calling a summarizer: prompt-too-long retries, outside any transaction, sync or async.
+
+The retry policy is written once, as a generator that yields each attempt's request and receives the
+reply (text) or the error; `drive` and `adrive` run it with a sync or an async summarizer. Prompt too
+long drops the oldest quarter of the conversation and retries, at most `MAX_RETRIES` times.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Generator
+from typing import Final, TypeVar
+
+import msgspec
+
+from transcript.summary import Summarizer, SummaryRequest, is_prompt_too_long
+
+MAX_RETRIES: Final = 3
+
+Reply = str | BaseException
+T = TypeVar("T")
+Steps = Generator[SummaryRequest, Reply, T]
+
+
+class Attempts(msgspec.Struct, frozen=True, kw_only=True):
+    """How a model summarizer call went: its text (None when it failed), the error, the retries."""
+
+    text: str | None
+    error: str = ""
+    retries: int = 0
+
+
+def attempts(request: SummaryRequest) -> Steps[Attempts]:
+    """Yield requests until one is answered, or the retries or the conversation run out."""
+    retries = 0
+    while True:
+        reply = yield request
+        if isinstance(reply, str):
+            return Attempts(text=reply, retries=retries)
+        if is_prompt_too_long(reply) and retries < MAX_RETRIES and len(request.items) > 1:
+            retries += 1
+            request = request.without_oldest_quarter()
+            continue
+        return Attempts(text=None, error=f"{type(reply).__name__}: {reply}", retries=retries)
+
+
+def drive(steps: Steps[T], summarizer: Summarizer) -> T:
+    """Run steps with a synchronous summarizer."""
+    try:
+        request = next(steps)
+        while True:
+            reply: Reply
+            try:
+                answer = summarizer(request)
+                if inspect.isawaitable(answer):
+                    close = getattr(answer, "close", None)
+                    if close is not None:
+                        close()
+                    raise TypeError("this summarizer is async: use `await transcript.acompact(...)`")
+                reply = (
+                    answer
+                    if isinstance(answer, str)
+                    else TypeError(f"summarizer returned {type(answer).__name__}")
+                )
+            except Exception as error:
+                reply = error
+            request = steps.send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def adrive(steps: Steps[T], summarizer: Summarizer) -> T:
+    """Run steps with a summarizer that may be async."""
+    try:
+        request = next(steps)
+        while True:
+            reply: Reply
+            try:
+                answer = summarizer(request)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+                reply = (
+                    answer
+                    if isinstance(answer, str)
+                    else TypeError(f"summarizer returned {type(answer).__name__}")
+                )
+            except Exception as error:
+                reply = error
+            request = steps.send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]

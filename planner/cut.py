@@ -1,0 +1,113 @@
+"""The full-compaction cut point: which old messages a checkpoint replaces, which stay verbatim.
+
+Counted in steps: the most recent steps are kept whole while they fit `keep_recent_tokens`, and never
+fewer than the last `micro_compact_stale_steps` (the part no round can reduce). Positions are in view
+order (an earlier summary shows before its anchor, so it is always summarized again into the new
+checkpoint). The cut only falls where no call is separated from its result: before a user message or
+before the assistant message that opens a step. A cut inside a turn group is a `split_turn`; the
+summarized part of that turn is handed to the summary separately. System messages are never
+summarized.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from planner.config import CompactConfig
+from planner.micro import stale_boundary
+from transcript.model import Entry, TranscriptSnapshot
+from transcript.order import canonical_order
+
+
+class CutPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What one full compaction replaces: pure data over one session version."""
+
+    session_id: str
+    version: int
+    next_seq: int
+    summarize: tuple[int, ...]
+    summarize_ids: tuple[str, ...]
+    turn_prefix: tuple[int, ...]
+    kept: tuple[int, ...]
+    anchor_id: str | None
+    split_turn: bool
+    summarized_tokens: int
+    kept_tokens: int
+
+
+def view_tokens(entry: Entry) -> int:
+    """An entry's size in the view: stored counts, adjusted by its directive when it has one."""
+    tokens = entry.token_count
+    directive = entry.flags.projection
+    if directive is not None and not entry.flags.excluded:
+        tokens += sum(item.rendered_tokens - item.original_tokens for item in directive.entries)
+    return max(tokens, 0)
+
+
+def plan_cut(
+    snapshot: TranscriptSnapshot, config: CompactConfig, *, keep_recent_tokens: int, force: bool = False
+) -> CutPlan | None:
+    """Where to cut, or None when nothing older than the kept window can be summarized."""
+    visible = canonical_order(snapshot.entries)
+    floor_seq = stale_boundary(snapshot, config)
+    cut = _cut_index(visible, floor_seq, keep_recent_tokens)
+    if force and not _has_history(visible, cut):
+        starts = [i for i, entry in enumerate(visible) if entry.message.role == "assistant"]
+        cut = starts[-1] if starts else len(visible)
+    if not _has_history(visible, cut):
+        return None
+    summarized = [e for e in visible[:cut] if e.message.role != "system"]
+    kept = [e for e in visible[cut:] if e.message.role != "system"]
+    turn_start = _turn_start(visible, cut)
+    split = cut < len(visible) and turn_start != cut
+    prefix = [
+        e.seq for e in visible[turn_start:cut] if e.message.role != "system" and e.message.kind != "summary"
+    ]
+    return CutPlan(
+        session_id=snapshot.session_id,
+        version=snapshot.version,
+        next_seq=len(snapshot.entries),
+        summarize=tuple(e.seq for e in summarized),
+        summarize_ids=tuple(e.message.id for e in summarized),
+        turn_prefix=tuple(prefix) if split else (),
+        kept=tuple(e.seq for e in kept),
+        anchor_id=visible[cut].message.id if cut < len(visible) else None,
+        split_turn=split,
+        summarized_tokens=sum(view_tokens(e) for e in summarized),
+        kept_tokens=sum(view_tokens(e) for e in kept),
+    )
+
+
+def _is_cut_point(entry: Entry) -> bool:
+    """Whether the view may be cut just before this message without parting a call from its result."""
+    return entry.message.role in ("user", "assistant")
+
+
+def _cut_index(visible: list[Entry], floor_seq: int, keep_recent_tokens: int) -> int:
+    """The earliest cut point whose tail fits the kept budget, but never later than the floor."""
+    kept = 0
+    best = len(visible)
+    for index in range(len(visible) - 1, -1, -1):
+        entry = visible[index]
+        if entry.message.role != "system":
+            kept += view_tokens(entry)
+        if not _is_cut_point(entry):
+            continue
+        if entry.seq >= floor_seq or kept <= keep_recent_tokens:
+            best = index
+        else:
+            break
+    return best
+
+
+def _has_history(visible: list[Entry], cut: int) -> bool:
+    return any(entry.message.role != "system" for entry in visible[:cut])
+
+
+def _turn_start(visible: list[Entry], cut: int) -> int:
+    """The index of the user message that opens the turn group the cut falls in (0 when none)."""
+    for index in range(min(cut, len(visible) - 1), -1, -1):
+        message = visible[index].message
+        if message.role == "user" and message.kind == "message":
+            return index
+    return 0
