@@ -10,7 +10,6 @@ from planner import CompactConfig, ConfigWarning, determine_compact_action, plan
 from transcript import Message, Store, ToolCall, Transcript
 from transcript.model import ImagePart, TextPart
 
-
 MICRO_ONLY = CompactConfig(full_compact_enabled=False)
 
 
