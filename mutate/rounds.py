@@ -244,7 +244,7 @@ def _building_on(aggressive: PreparedFull, first: PreparedFull, checkpoint: Chec
         messages=aggressive.request.messages[already:],
         previous_checkpoint=checkpoint,
     )
-    return msgspec.structs.replace(aggressive, request=request, previous=first.previous or checkpoint)
+    return msgspec.structs.replace(aggressive, request=request, previous=first.previous)
 
 
 def _strategy(prepared: PreparedFull) -> Strategy:
