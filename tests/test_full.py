@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from planner import CompactConfig
@@ -35,7 +36,9 @@ class Recorder:
         if self.fail:
             self.fail -= 1
             raise RuntimeError("HTTP 500 from the model")
-        return f'```json\n{{"goal": "{GOAL}", "done": ["read {len(request.items)} items"], "next_steps": ["run tests"]}}\n```'
+        done = f"read {len(request.items)} items"
+        reply = msgspec.json.encode({"goal": GOAL, "done": [done], "next_steps": ["run tests"]}).decode()
+        return f"```json\n{reply}\n```"
 
 
 def _grow(t: Transcript, steps: int, *, start: int = 0, size: int = 1500, tool: str = "Read") -> None:
@@ -302,4 +305,4 @@ def test_forced_compaction_with_nothing_old_summarizes_all_but_the_last_step() -
     result = t.compact(budget_tokens=10**6, manual=True, force=True)
     assert result.outcome == "full_applied"
     view = t.visible_messages().messages
-    assert [m.kind for m in view][0] == "summary" and view[1].role == "assistant" and len(view) == 3
+    assert view[0].kind == "summary" and view[1].role == "assistant" and len(view) == 3
