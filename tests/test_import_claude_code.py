@@ -17,9 +17,10 @@ from hypothesis import given, strategies as st
 from tests.conftest import CORPUS
 from transcript import Store, verify
 from transcript.formats.base import FormatError
-from transcript.formats.claude_code import INTERRUPTED, parse
+from transcript.formats.claude_code import parse
 from transcript.importing import ImportReport
 from transcript.model import (
+    INTERRUPTED_RESULT,
     ImagePart,
     Message,
     ReasoningPart,
@@ -408,7 +409,7 @@ def test_unanswered_calls_get_a_named_synthetic_result_after_their_step(tmp_path
     report, [messages] = stored(write(tmp_path, records))
     assert [m.id for m in messages] == ["u1", "a1", "a1/interrupted/0", "u2", "u3", "a2", "a2/interrupted/0"]
     synthetic = messages[2].tool_results[0]
-    assert (synthetic.call_id, synthetic.content, synthetic.is_error) == ("c1", INTERRUPTED, True)
+    assert (synthetic.call_id, synthetic.content, synthetic.is_error) == ("c1", INTERRUPTED_RESULT, True)
     assert [(r.kind, r.call_id, r.line) for r in report.repairs] == [
         ("synthetic_result", "c1", 2),
         ("synthetic_result", "c3", 5),

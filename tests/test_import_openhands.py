@@ -20,6 +20,7 @@ from hypothesis import given, strategies as st
 from tests.conftest import CORPUS
 from transcript import FormatError, Message, Store, verify
 from transcript.formats import parse
+from transcript.model import INTERRUPTED_RESULT
 
 MULTI = CORPUS / "openhands_multiswe_ponyc_output.jsonl"
 GUI = CORPUS / "openhands_basic_gui_mode.json"
@@ -31,16 +32,22 @@ HAS_DETECT = importlib.util.find_spec("transcript.formats.detect") is not None
 #     ([.history[]|select(.action and .tool_call_metadata)]|length)]' openhands_multiswe_ponyc_output.jsonl
 #   -> ["ponylang__ponyc-4595",49,1,23] ["ponylang__ponyc-4593",70,1,33] ["ponylang__ponyc-4588",103,1,49]
 # (the same filters without `.history` on the GUI file -> [18,8,4]). Messages = events - skipped events
-# (state changes, null observations, recall actions); tool calls = actions with tool_call_metadata (each
-# model response made exactly one call: `total_calls_in_response` is 1 throughout). Repairs 0: listing
+# (state changes, null observations, recall actions) + one synthetic result per unanswered call; tool
+# calls = actions with tool_call_metadata (each model response made exactly one call:
+# `total_calls_in_response` is 1 throughout). Unanswered calls (each one `synthetic_result` repair), by
+#   jq -c '[([.history[]|select(.action and .tool_call_metadata)|.tool_call_metadata.tool_call_id]
+#     - [.history[]|select(.observation)|.tool_call_metadata.tool_call_id // empty]),
+#     ([.history[]|select(.action and .tool_call_metadata)|.id] - [.history[]|select(.observation)|.cause])]'
+#   -> [["toolu_23"],[49]] [["toolu_33"],[70]] [[],[]] (and [[],[]] on the GUI file):
+# runs 1 and 2 end on an unanswered `finish` call (event 49, event 70), so 48 + 1 and 69 + 1 messages,
+# 1 repair each. Listing
 #   jq -r '.history[] | "\(.id) \(.action // .observation) \(.tool_call_metadata.tool_call_id) \(.cause)"'
-# shows every tool action's observation right after it; the two `error` observations (run 2 id 29, run 3
-# id 55) carry no call id and come after an answered call, and runs 1 and 2 end on an unanswered `finish`
-# call, which may stay pending at the end of a session (a warning, not a repair).
+# shows every other tool action's observation right after it; the two `error` observations (run 2 id 29,
+# run 3 id 55) carry no call id and come after an answered call, so no other repair.
 EXPECTED: dict[Path, list[tuple[str, int, int, int]]] = {
     MULTI: [
-        ("ponylang__ponyc-4595", 48, 23, 0),
-        ("ponylang__ponyc-4593", 69, 33, 0),
+        ("ponylang__ponyc-4595", 49, 23, 1),
+        ("ponylang__ponyc-4593", 70, 33, 1),
         ("ponylang__ponyc-4588", 102, 49, 0),
     ],
     GUI: [("openhands_basic_gui_mode", 10, 4, 0)],
@@ -57,12 +64,22 @@ def raw_runs(path: Path) -> list[list[dict[str, Any]]]:
     return [json.loads(line)["history"] for line in text.splitlines() if line.strip()]
 
 
-def raw_counts(events: list[dict[str, Any]]) -> tuple[int, int]:
-    """Messages and tool calls as counted straight from the events."""
+def raw_counts(events: list[dict[str, Any]]) -> tuple[int, int, int]:
+    """Messages, tool calls and unanswered calls as counted straight from the events.
+
+    A call is unanswered when no observation names its call id or its action as `cause`; each gets
+    one synthetic result, so messages = kept events + unanswered calls.
+    """
     kept = [e for e in events if ("action", e.get("action")) not in SKIPPED]
     kept = [e for e in kept if ("observation", e.get("observation")) not in SKIPPED]
     calls = [e for e in kept if "action" in e and e.get("tool_call_metadata")]
-    return len(kept), len(calls)
+    observations = [e for e in kept if "observation" in e]
+    answered = {(e.get("tool_call_metadata") or {}).get("tool_call_id") for e in observations}
+    causes = {e.get("cause") for e in observations}
+    unanswered = [
+        c for c in calls if c["tool_call_metadata"]["tool_call_id"] not in answered and c["id"] not in causes
+    ]
+    return len(kept) + len(unanswered), len(calls), len(unanswered)
 
 
 def assert_paired(messages: Sequence[Message]) -> None:
@@ -84,8 +101,8 @@ def test_corpus_counts(path: Path) -> None:
         report = store.import_file(path, format="openhands")
     got = [(s.session_id, s.messages, s.tool_calls, len(s.repairs)) for s in report.sessions]
     assert got == EXPECTED[path]
-    for events, (_, messages, calls, _) in zip(raw_runs(path), EXPECTED[path], strict=True):
-        assert raw_counts(events) == (messages, calls)
+    for events, (_, messages, calls, repairs) in zip(raw_runs(path), EXPECTED[path], strict=True):
+        assert raw_counts(events) == (messages, calls, repairs)
 
 
 @pytest.mark.skipif(not HAS_DETECT, reason="format detection is not there yet")
@@ -151,7 +168,7 @@ def test_tool_call_keeps_the_models_own_text_and_call() -> None:
     assert session.messages[-1].text.startswith("I've created a complete Vue.js todo application")
 
 
-def test_runs_become_sessions_with_system_recall_and_pending_finish() -> None:
+def test_runs_become_sessions_with_system_recall_and_an_interrupted_finish() -> None:
     sessions = parse(MULTI, "openhands")
     first = sessions[0]
     assert first.metadata["instance_id"] == "ponylang__ponyc-4595"
@@ -162,8 +179,14 @@ def test_runs_become_sessions_with_system_recall_and_pending_finish() -> None:
         ("user", "message"),
         ("user", "meta"),
     ]  # recall: workspace context
-    assert first.messages[-1].tool_calls[0].name == "finish"
-    assert any("left pending" in w for w in first.warnings)
+    # the run ends on an unanswered `finish` call (event 49): a synthetic result closes it, named
+    finish, synthetic = first.messages[-2:]
+    assert (finish.id, finish.tool_calls[0].name) == ("ponylang__ponyc-4595/49", "finish")
+    (result,) = synthetic.tool_results
+    assert (result.call_id, result.content, result.is_error) == ("toolu_23", INTERRUPTED_RESULT, True)
+    assert [(r.kind, r.call_id, r.message_id) for r in first.repairs] == [
+        ("synthetic_result", "toolu_23", "ponylang__ponyc-4595/49/interrupted-0")
+    ]
     # the `error` observation without a call id (run 2, event 29) is shown to the model as user text
     error = next(m for m in sessions[1].messages if m.id == "ponylang__ponyc-4593/29")
     assert (error.role, error.metadata) == ("user", {"observation": "error"})
@@ -233,7 +256,7 @@ def test_unanswered_call_before_the_next_message_gets_an_interrupted_result(tmp_
     synthetic = session.messages[3]
     assert synthetic.id == "inst-1/2/interrupted-0"
     (result,) = synthetic.tool_results
-    assert (result.call_id, result.is_error, result.text) == ("c1", True, "tool execution was interrupted")
+    assert (result.call_id, result.is_error, result.text) == ("c1", True, INTERRUPTED_RESULT)
     kinds = [(r.kind, r.call_id, r.line) for r in session.repairs]
     # the late observation answers nothing any more: kept as user text, named
     assert kinds == [("synthetic_result", "c1", 1), ("orphan_result_as_text", "c1", 1)]

@@ -20,6 +20,7 @@ from hypothesis import given, strategies as st
 from tests.conftest import CORPUS
 from transcript import FormatError, Message, ReasoningPart, Store, ToolCall, verify
 from transcript.formats import parse
+from transcript.model import INTERRUPTED_RESULT
 
 FC = CORPUS / "sweagent_marshmallow-1867_fc.traj"
 OLD = CORPUS / "sweagent_pydicom-1458_gpt4.traj"
@@ -29,20 +30,34 @@ HAS_DETECT = importlib.util.find_spec("transcript.formats.detect") is not None
 #   jq -c '[(.history|length), ([.history[].tool_calls // [] | length] | add),
 #     ([.history[] | select(.role=="tool")] | length), ([.history[] | select(.is_demo==true)] | length)]'
 #   -> marshmallow [28,13,13,0], pydicom [26,0,0,1]
-# Messages = history entries (none is dropped; the demo entry is kept); tool calls = `tool_calls` items.
-# Repairs 0: `jq -r '.history[] | "\(.role) \([.tool_calls[]?.id] + (.tool_call_ids // []) | join(","))"'`
+# Messages = history entries (none is dropped; the demo entry is kept) + one synthetic result per call
+# left unanswered (none here); tool calls = `tool_calls` items. Repairs 0:
+#   jq -r '.history[] | "\(.role) \([.tool_calls[]?.id] + (.tool_call_ids // []) | join(","))"'
 # shows each assistant entry with one call followed by the tool entry with that id (ids repeat across
-# steps, never inside one message), and the pydicom file has no call ids at all.
+# steps, never inside one message; the last entry answers the last call), and the pydicom file has no
+# call ids at all.
 EXPECTED: dict[Path, tuple[str, int, int, int]] = {
     FC: ("sweagent_marshmallow-1867_fc", 28, 13, 0),
     OLD: ("sweagent_pydicom-1458_gpt4", 26, 0, 0),
 }
 
 
-def raw_counts(path: Path) -> tuple[int, int]:
-    """Messages and tool calls as counted straight from the file's `history`."""
+def raw_counts(path: Path) -> tuple[int, int, int]:
+    """Messages, tool calls and unanswered calls as counted straight from the file's `history`.
+
+    A call is unanswered when no `tool` entry names it before the next other entry (or the end);
+    each gets one synthetic result, so messages = entries + unanswered calls.
+    """
     history = json.loads(path.read_text(encoding="utf-8"))["history"]
-    return len(history), sum(len(entry.get("tool_calls") or []) for entry in history)
+    unanswered, waiting = 0, []
+    for entry in [*history, {"role": "end"}]:
+        if entry["role"] == "tool" and entry["tool_call_ids"][0] in waiting:
+            waiting.remove(entry["tool_call_ids"][0])
+        elif entry["role"] != "tool":
+            unanswered += len(waiting)
+            waiting = [call["id"] for call in entry.get("tool_calls") or []]
+    calls = sum(len(entry.get("tool_calls") or []) for entry in history)
+    return len(history) + unanswered, calls, unanswered
 
 
 def assert_paired(messages: Sequence[Message]) -> None:
@@ -64,7 +79,7 @@ def test_corpus_counts(path: Path) -> None:
         report = store.import_file(path, format="swe-agent")
     (session,) = report.sessions
     assert (session.session_id, session.messages, session.tool_calls, len(session.repairs)) == EXPECTED[path]
-    assert raw_counts(path) == EXPECTED[path][1:3]
+    assert raw_counts(path) == EXPECTED[path][1:]
 
 
 @pytest.mark.skipif(not HAS_DETECT, reason="format detection is not there yet")
@@ -173,11 +188,7 @@ def test_unanswered_call_and_orphan_result_are_repaired_and_named(tmp_path: Path
     session = parse_history(tmp_path, history)
     assert [m.role for m in session.messages] == ["assistant", "tool", "user", "user"]
     (synthetic,) = session.messages[1].tool_results
-    assert (synthetic.call_id, synthetic.is_error, synthetic.text) == (
-        "c1",
-        True,
-        "tool execution was interrupted",
-    )
+    assert (synthetic.call_id, synthetic.is_error, synthetic.text) == ("c1", True, INTERRUPTED_RESULT)
     assert session.messages[3].metadata == {"orphan_result": "c9"}
     assert session.messages[3].text.endswith("a.py")
     lines = [(r.kind, r.line) for r in session.repairs]
@@ -186,10 +197,16 @@ def test_unanswered_call_and_orphan_result_are_repaired_and_named(tmp_path: Path
     assert_paired(session.messages)
 
 
-def test_trailing_unanswered_call_stays_pending_with_a_warning(tmp_path: Path) -> None:
+def test_trailing_unanswered_call_gets_an_interrupted_result_too(tmp_path: Path) -> None:
     session = parse_history(tmp_path, [{"role": "user", "content": "go"}, assistant("c1")])
-    assert session.repairs == []
-    assert any("left pending" in w for w in session.warnings)
+    assert [m.id for m in session.messages] == ["inst/0", "inst/1", "inst/1/interrupted-0"]
+    (synthetic,) = session.messages[2].tool_results
+    assert (synthetic.call_id, synthetic.content, synthetic.is_error) == ("c1", INTERRUPTED_RESULT, True)
+    assert [(r.kind, r.call_id, r.message_id) for r in session.repairs] == [
+        ("synthetic_result", "c1", "inst/1/interrupted-0")
+    ]
+    assert session.warnings == []
+    assert_paired(session.messages)
 
 
 def test_thinking_blocks_and_non_json_arguments_are_kept(tmp_path: Path) -> None:

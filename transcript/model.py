@@ -25,6 +25,8 @@ from transcript.results import CompactResult
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 MessageKind: TypeAlias = Literal["message", "summary", "meta"]
 ROLES: Final = ("system", "user", "assistant", "tool")
+# The text of the error result that answers a tool call whose execution never reported back.
+INTERRUPTED_RESULT: Final = "tool execution was interrupted"
 
 
 class _Value(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -5,10 +5,11 @@ modification time (the format carries none). `system` (a string or text blocks) 
 message; blocks map one to one (text, base64 image and document, tool_use, thinking with its signature,
 redacted_thinking); in a user message each `tool_result` becomes its own tool message, in order, and
 the text and media blocks around them become user messages. A `tool_use` whose `input` is a string is
-read as raw (non-JSON) arguments, which is how `export` writes those. Repairs, as in `openai_chat`: a
-result answering no pending call is kept as user text (`orphan_result_as_text`); calls unanswered
-before anything else get an "interrupted" error result (`synthetic_result`). Request hints such as
-`cache_control` and `citations` are not content and are not kept.
+read as raw (non-JSON) arguments, which is how `export` writes those. Pairing and repairs are
+`_common.History`'s, as in `openai_chat`: a result answering no pending call is kept as user text
+(`orphan_result_as_text`); a call unanswered before anything else, or at the end, gets an interrupted
+error result (`synthetic_result`). Request hints such as `cache_control` and `citations` are not
+content and are not kept.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import Any, Final
 
 import msgspec
 
-from transcript.formats.base import FormatError, ParsedSession
-from transcript.formats.openai_chat import SessionBuilder, Where, file_time, read_bytes
+from transcript.formats._common import THINKING_BLOCKS, SessionBuilder, file_time, read_bytes, thinking_part
+from transcript.formats.base import FormatError, ParsedSession, Where
 from transcript.model import (
     DocumentPart,
     ImagePart,
@@ -130,29 +131,17 @@ def _kind(block: Any, where: Where) -> str:
 def _text(block: Any, where: Where) -> TextPart:
     if _kind(block, where) != "text":
         raise where.error(f"expected a text block, not {block['type']!r}")
-    return TextPart(text=_string(block, "text", where))
-
-
-def _string(block: dict[str, Any], key: str, where: Where) -> str:
-    value = block.get(key)
-    if not isinstance(value, str):
-        raise where.error(f"{key!r} must be a string, not {type(value).__name__}")
-    return value
+    return TextPart(text=where.string(block, "text"))
 
 
 def _assistant_block(block: Any, where: Where) -> Part:
     kind = _kind(block, where)
     if kind == "text":
-        return TextPart(text=_string(block, "text", where))
-    if kind == "thinking":
-        signature = block.get("signature")
-        if signature is not None and not isinstance(signature, str):
-            raise where.error("'signature' must be a string")
-        return ReasoningPart(text=_string(block, "thinking", where), signature=signature)
-    if kind == "redacted_thinking":
-        return RedactedReasoningPart(data=_string(block, "data", where))
+        return TextPart(text=where.string(block, "text"))
+    if kind in THINKING_BLOCKS:
+        return where.read(thinking_part, block)
     if kind == "tool_use":
-        call_id, name = _string(block, "id", where), _string(block, "name", where)
+        call_id, name = where.string(block, "id"), where.string(block, "name")
         if not call_id or not name:
             raise where.error("a tool_use block needs a non-empty 'id' and 'name'")
         if "input" not in block:
@@ -169,7 +158,7 @@ def _media_block(block: Any, where: Where, allowed: tuple[str, ...]) -> TextPart
     if kind not in allowed:
         raise where.error(f"block type {kind!r} is not allowed here (expected {', '.join(allowed)})")
     if kind == "text":
-        return TextPart(text=_string(block, "text", where))
+        return TextPart(text=where.string(block, "text"))
     source = block.get("source")
     if not isinstance(source, dict):
         raise where.error(f"an {kind} block needs a 'source' object")
@@ -186,12 +175,12 @@ def _source(source: dict[str, Any], where: Where) -> tuple[str, str]:
     """(media type, base64 payload); a plain-text document source is stored base64-encoded."""
     kind = source.get("type")
     if kind == "base64":
-        return _string(source, "media_type", where), _string(source, "data", where)
+        return where.string(source, "media_type"), where.string(source, "data")
     if kind == "text":
         media_type = source.get("media_type", "text/plain")
         if not isinstance(media_type, str):
             raise where.error("'media_type' must be a string")
-        text = _string(source, "data", where)
+        text = where.string(source, "data")
         return media_type, base64.b64encode(text.encode()).decode()
     raise where.error(f"source type {kind!r} cannot be stored (expected base64, or text for a document)")
 

@@ -2,18 +2,23 @@
 
 An importer is a pure function from a file to `ParsedSession`s: messages in history order, ready to
 append, with every repair it made named (never a silent drop). The store then writes all sessions of
-a file in one transaction, so a bad record anywhere leaves the store exactly as it was.
+a file in one transaction, so a bad record anywhere leaves the store exactly as it was. Every refusal
+is a `FormatError` naming the file and line (`Where` builds one; `BadRecord` is one on its way).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, NamedTuple, ParamSpec, TypeAlias, TypeVar
 
 import msgspec
 
 from transcript.errors import InvalidMessage
-from transcript.model import Message
+from transcript.model import Message, check_message
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 RepairKind: TypeAlias = Literal[
     "synthetic_result",  # a call had no result: an "interrupted" error result was added after it
@@ -55,3 +60,45 @@ class FormatError(InvalidMessage):
         self.reason = reason
         where = f"{self.path}, line {line}" if line is not None else self.path
         super().__init__(f"{where}: {reason}")
+
+
+class BadRecord(Exception):
+    """A record is malformed; the caller turns it into a `FormatError` naming the line."""
+
+
+class Where(NamedTuple):
+    """Where a record sits in its file, for error messages: path, 1-based line (or None), a label."""
+
+    path: str
+    line: int | None
+    label: str = ""
+
+    def at(self, label: str) -> Where:
+        """A place inside this one (`messages[2]`, then `messages[2].content[0]`)."""
+        return self._replace(label=f"{self.label}{label}" if self.label else label.lstrip("."))
+
+    def error(self, reason: str) -> FormatError:
+        """A `FormatError` for this place."""
+        return FormatError(self.path, self.line, f"{self.label}: {reason}" if self.label else reason)
+
+    def read(self, parse: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """`parse(*args, **kwargs)`, a `BadRecord` it raises turned into this place's `FormatError`."""
+        try:
+            return parse(*args, **kwargs)
+        except BadRecord as exc:
+            raise self.error(str(exc)) from exc
+
+    def string(self, record: dict[str, Any], key: str) -> str:
+        """`record[key]`, which must be a string."""
+        value = record.get(key)
+        if not isinstance(value, str):
+            raise self.error(f"{key!r} must be a string, not {type(value).__name__}")
+        return value
+
+    def check(self, message: Message) -> Message:
+        """The message, when well-formed; this place's `FormatError` otherwise."""
+        try:
+            check_message(message)
+        except InvalidMessage as exc:
+            raise self.error(str(exc)) from exc
+        return message

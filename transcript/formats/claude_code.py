@@ -6,25 +6,38 @@ becomes a tool message, emitted in the order the calls were made, and the record
 as a user message. `isMeta` user records become `kind="meta"` messages, the `summary` record becomes
 the title and metadata, and each `isSidechain` conversation becomes a child session linked to the
 `Task`/`Agent` call whose `input.prompt` equals its first user text (a warning when none does).
-Repairs: an unanswered call gets a synthetic `is_error` result "tool execution was interrupted" right
-after its step (`synthetic_result`); a result answering no pending call is kept as a `meta` user text
-saying so, after the step (`orphan_result_as_text`). Bookkeeping records (`system`, `progress`, ...)
-are skipped and counted in the warnings; `toolUseResult` (a richer copy of a result) is not kept.
+Repairs: an unanswered call, also one at the end of a thread, gets the synthetic `is_error` result of
+`_common.interrupted` right after its step (`synthetic_result`); a result answering no pending call is
+kept as a `meta` user text saying so, after the step (`orphan_result_as_text`). Bookkeeping records
+(`system`, `progress`, ...) are skipped and counted in the warnings; `toolUseResult` (a richer copy of
+a result) is not kept.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Any, Final, Literal
 
-import msgspec
-
-from transcript.errors import InvalidMessage
-from transcript.formats.base import FormatError, ParsedSession, Repair, RepairKind
+from transcript.formats._common import file_time, interrupted
+from transcript.formats.base import FormatError, ParsedSession, Repair, RepairKind, Where
+from transcript.formats.claude_code_records import (
+    Assistant,
+    Document,
+    Image,
+    Line,
+    RedactedThinking,
+    Summary,
+    Text,
+    Thinking,
+    ToolResultBlock,
+    ToolUse,
+    Turn,
+    User,
+    decode,
+)
 from transcript.model import (
     DocumentPart,
     ImagePart,
@@ -34,131 +47,9 @@ from transcript.model import (
     RedactedReasoningPart,
     TextPart,
     ToolCall,
-    check_message,
 )
 
-INTERRUPTED: Final = "tool execution was interrupted"
 SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
-# A high surrogate escape not followed by a low one, or a low one not preceded by a high one.
-_LONE_SURROGATE: Final = re.compile(
-    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
-    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-)
-
-_Id = Annotated[str, msgspec.Meta(min_length=1)]
-_Time = Annotated[datetime, msgspec.Meta(tz=True)]
-
-
-# --- the records, as msgspec validates them ---------------------------------------------------------
-
-
-class _Block(msgspec.Struct, tag_field="type", frozen=True):
-    """A content block (a tagged union on `type`); unknown block types are refused."""
-
-
-class _Text(_Block, tag="text", frozen=True):
-    text: str
-
-
-class _Source(msgspec.Struct, frozen=True):
-    type: str
-    media_type: str = ""
-    data: str = ""
-
-
-class _Image(_Block, tag="image", frozen=True):
-    source: _Source
-
-
-class _Document(_Block, tag="document", frozen=True):
-    source: _Source
-    title: str | None = None
-
-
-class _Thinking(_Block, tag="thinking", frozen=True):
-    thinking: str
-    signature: str | None = None
-
-
-class _RedactedThinking(_Block, tag="redacted_thinking", frozen=True):
-    data: str
-
-
-class _ToolUse(_Block, tag="tool_use", frozen=True):
-    id: _Id
-    name: _Id
-    input: Any = msgspec.field(default_factory=dict)
-
-
-class _ToolResult(_Block, tag="tool_result", frozen=True):
-    tool_use_id: _Id
-    content: str | list[_Text | _Image | _Document] | None = None
-    is_error: bool | None = None
-
-
-class _UserMessage(msgspec.Struct, frozen=True):
-    role: Literal["user"]
-    content: str | list[_Text | _Image | _Document | _ToolResult]
-
-
-class _AssistantMessage(msgspec.Struct, frozen=True):
-    role: Literal["assistant"]
-    content: str | list[_Text | _Thinking | _RedactedThinking | _ToolUse]
-    id: _Id
-    model: str | None = None
-    usage: dict[str, Any] | None = None
-
-
-class _Record(msgspec.Struct, tag_field="type", rename="camel", kw_only=True, frozen=True):
-    """A line of the file (a tagged union on `type`); unknown record types are refused."""
-
-    uuid: str | None = None
-    parent_uuid: str | None = None
-    is_sidechain: bool = False
-
-
-class _Turn(_Record, kw_only=True, frozen=True):
-    uuid: _Id
-    session_id: _Id
-    timestamp: _Time | None = None
-    cwd: str | None = None
-    version: str | None = None
-    git_branch: str | None = None
-
-
-class _User(_Turn, tag="user", kw_only=True, frozen=True):
-    message: _UserMessage
-    is_meta: bool = False
-
-
-class _Assistant(_Turn, tag="assistant", kw_only=True, frozen=True):
-    message: _AssistantMessage
-
-
-class _Summary(_Record, tag="summary", kw_only=True, frozen=True):
-    summary: str
-    leaf_uuid: str | None = None
-
-
-# Records that carry no conversation (newer versions): skipped, and counted in the warnings.
-class _System(_Record, tag="system", frozen=True):
-    pass
-
-
-class _FileHistory(_Record, tag="file-history-snapshot", frozen=True):
-    pass
-
-
-class _Queue(_Record, tag="queue-operation", frozen=True):
-    pass
-
-
-class _Progress(_Record, tag="progress", frozen=True):
-    pass
-
-
-_Line = _User | _Assistant | _Summary | _System | _FileHistory | _Queue | _Progress
-_DECODER: Final = msgspec.json.Decoder(_Line)
 
 
 # --- one conversation thread (the main one, or one sidechain) ----------------------------------------
@@ -204,7 +95,7 @@ class _Thread:
         self.step: _Step | None = None
         self.last_uuid: str | None = None
         self.unthreaded: list[int] = []
-        self.first: _Turn | None = None
+        self.first: Turn | None = None
 
     def follow(self, uuid: str | None, parent: str | None, line: int) -> None:
         """Note a record's place in the thread (a record not continuing the previous one is a branch)."""
@@ -214,7 +105,7 @@ class _Thread:
             self.unthreaded.append(line)
         self.last_uuid = uuid
 
-    def add_assistant(self, record: _Assistant, line: int, at: datetime) -> None:
+    def add_assistant(self, record: Assistant, line: int, at: datetime) -> None:
         message = record.message
         step = self.step
         if step is None or step.api_id != message.id:
@@ -223,19 +114,19 @@ class _Thread:
             self.step = step
         step.records += 1
         step.usage = message.usage if message.usage is not None else step.usage
-        blocks = [_Text(text=message.content)] if isinstance(message.content, str) else message.content
+        blocks = [Text(text=message.content)] if isinstance(message.content, str) else message.content
         for block in blocks:
-            if isinstance(block, _ToolUse):
+            if isinstance(block, ToolUse):
                 if block.id in step.calls:
                     raise FormatError(self.path, line, f"tool_use id {block.id!r} twice in one message")
                 step.calls[block.id] = block.name
             step.parts.append(_assistant_part(block))
 
-    def add_user(self, record: _User, line: int, at: datetime) -> None:
+    def add_user(self, record: User, line: int, at: datetime) -> None:
         content = record.message.content
-        blocks = [_Text(text=content)] if isinstance(content, str) else content
-        results = [b for b in blocks if isinstance(b, _ToolResult)]
-        others = [b for b in blocks if not isinstance(b, _ToolResult)]
+        blocks = [Text(text=content)] if isinstance(content, str) else content
+        results = [b for b in blocks if isinstance(b, ToolResultBlock)]
+        others = [b for b in blocks if not isinstance(b, ToolResultBlock)]
         for index, result in enumerate(results):
             self._add_result(result, _derived_id(record.uuid, index), line, at)
         if others or not results:
@@ -246,9 +137,9 @@ class _Thread:
             kind: Literal["message", "meta"] = "meta" if record.is_meta else "message"
             message_id = _derived_id(record.uuid, len(results))
             user = Message(id=message_id, role="user", parts=tuple(parts), created_at=at, kind=kind)
-            self.messages.append(_checked(user, self.path, line))
+            self.messages.append(self._checked(user, line))
 
-    def _add_result(self, block: _ToolResult, message_id: str, line: int, at: datetime) -> None:
+    def _add_result(self, block: ToolResultBlock, message_id: str, line: int, at: datetime) -> None:
         content = _result_content(block.content, self.path, line)
         step = self.step
         call_id = block.tool_use_id
@@ -272,10 +163,13 @@ class _Thread:
             parts.extend(content)
         orphan = Message(id=message_id, role="user", parts=tuple(parts), created_at=at, kind="meta")
         self._repair("orphan_result_as_text", f"tool_result {why}; kept as text", message_id, call_id, line)
-        (step.deferred if step is not None else self.messages).append(_checked(orphan, self.path, line))
+        (step.deferred if step is not None else self.messages).append(self._checked(orphan, line))
 
-    def flush(self) -> None:
-        """Close the open step: its message, its results in call order, then anything deferred."""
+    def flush(self, *, final: bool = False) -> None:
+        """Close the open step: its message, its results in call order, then anything deferred.
+
+        A call without a result gets a synthetic one in its place; `final`: the thread ends here.
+        """
         step, self.step = self.step, None
         if step is None:
             return
@@ -288,21 +182,25 @@ class _Thread:
             created_at=step.created_at,
             metadata=metadata or None,
         )
-        self.messages.append(_checked(assistant, self.path, step.line))
+        self.messages.append(self._checked(assistant, step.line))
         for index, (call_id, name) in enumerate(step.calls.items()):
             result = step.results.get(call_id)
             if result is None:
-                result = self._synthetic(step, index, call_id, name)
+                result, repair = interrupted(
+                    call_id,
+                    name,
+                    step_id=step.id,
+                    created_at=step.created_at,
+                    id=f"{step.id}/interrupted/{index}",
+                    line=step.line,
+                    final=final,
+                )
+                self.repairs.append(repair)
             self.messages.append(result)
         self.messages.extend(step.deferred)
 
-    def _synthetic(self, step: _Step, index: int, call_id: str, name: str) -> Message:
-        message_id = f"{step.id}/interrupted/{index}"
-        detail = f"call to {name!r} was never answered; added an is_error result {INTERRUPTED!r}"
-        self._repair("synthetic_result", detail, message_id, call_id, step.line)
-        return Message.tool_result(
-            call_id, INTERRUPTED, name=name, is_error=True, id=message_id, created_at=step.created_at
-        )
+    def _checked(self, message: Message, line: int) -> Message:
+        return Where(str(self.path), line).check(message)
 
     def _repair(self, kind: RepairKind, detail: str, message_id: str, call_id: str, line: int) -> None:
         self.repairs.append(
@@ -310,7 +208,7 @@ class _Thread:
         )
 
     def close(self) -> None:
-        self.flush()
+        self.flush(final=True)
         if self.unthreaded:
             self.warnings.append(
                 f"{len(self.unthreaded)} record(s) do not continue the record before them (parentUuid), "
@@ -322,31 +220,29 @@ class _Thread:
 # --- block conversion --------------------------------------------------------------------------------
 
 
-def _assistant_part(block: _Text | _Thinking | _RedactedThinking | _ToolUse) -> Part:
-    if isinstance(block, _Text):
+def _assistant_part(block: Text | Thinking | RedactedThinking | ToolUse) -> Part:
+    if isinstance(block, Text):
         return TextPart(text=block.text)
-    if isinstance(block, _Thinking):
+    if isinstance(block, Thinking):
         return ReasoningPart(text=block.thinking, signature=block.signature)
-    if isinstance(block, _RedactedThinking):
+    if isinstance(block, RedactedThinking):
         return RedactedReasoningPart(data=block.data)
     return ToolCall(id=block.id, name=block.name, input=block.input)
 
 
-def _user_part(
-    block: _Text | _Image | _Document, path: Path, line: int
-) -> TextPart | ImagePart | DocumentPart:
-    if isinstance(block, _Text):
+def _user_part(block: Text | Image | Document, path: Path, line: int) -> TextPart | ImagePart | DocumentPart:
+    if isinstance(block, Text):
         return TextPart(text=block.text)
     source = block.source
     if source.type != "base64" or not source.media_type:
         raise FormatError(path, line, f"media source {source.type!r} is not supported (base64 only)")
-    if isinstance(block, _Image):
+    if isinstance(block, Image):
         return ImagePart(media_type=source.media_type, data=source.data)
     return DocumentPart(media_type=source.media_type, data=source.data, title=block.title)
 
 
 def _result_content(
-    content: str | list[_Text | _Image | _Document] | None, path: Path, line: int
+    content: str | list[Text | Image | Document] | None, path: Path, line: int
 ) -> str | list[TextPart | ImagePart | DocumentPart]:
     if content is None:
         return ""
@@ -358,14 +254,6 @@ def _result_content(
 def _derived_id(uuid: str, index: int) -> str:
     """The id of the `index`-th message one record becomes: its uuid, then `uuid/1`, `uuid/2`, ..."""
     return f"{uuid}/{index}" if index else uuid
-
-
-def _checked(message: Message, path: Path, line: int) -> Message:
-    try:
-        check_message(message)
-    except InvalidMessage as exc:
-        raise FormatError(path, line, str(exc)) from exc
-    return message
 
 
 # --- the file ------------------------------------------------------------------------------------------
@@ -388,12 +276,12 @@ class _Reader:
     def read(self, data: bytes) -> None:
         for number, raw in enumerate(data.split(b"\n"), start=1):
             if raw.strip():
-                self._record(_decode(raw, self.path, number), number)
+                self._record(decode(raw, self.path, number), number)
         for thread in self.threads.values():
             thread.close()
 
-    def _record(self, record: _Line, line: int) -> None:
-        if isinstance(record, _Summary):
+    def _record(self, record: Line, line: int) -> None:
+        if isinstance(record, Summary):
             self.summaries.append({"summary": record.summary, **_some(leaf_uuid=record.leaf_uuid)})
             return
         if record.uuid is not None:
@@ -402,19 +290,19 @@ class _Reader:
                 raise FormatError(self.path, line, f"uuid {record.uuid!r} is already used at line {earlier}")
         thread = self._thread(record, line)
         thread.follow(record.uuid, record.parent_uuid, line)
-        if not isinstance(record, _Turn):
+        if not isinstance(record, Turn):
             self.skipped[type(record).__struct_config__.tag] += 1  # type: ignore[index]
             return
         self.session_ids.setdefault(record.session_id)
         thread.first = thread.first or record
         at = record.timestamp if record.timestamp is not None else self._file_time()
-        if isinstance(record, _User):
+        if isinstance(record, User):
             thread.add_user(record, line, at)
         else:
             thread.add_assistant(record, line, at)
             self._note_calls(record)
 
-    def _thread(self, record: _Line, line: int) -> _Thread:
+    def _thread(self, record: Line, line: int) -> _Thread:
         key: str | None = None
         if record.is_sidechain:
             parent = record.parent_uuid
@@ -429,10 +317,10 @@ class _Reader:
             thread = self.threads[key] = _Thread(self.path, line)
         return thread
 
-    def _note_calls(self, record: _Assistant) -> None:
+    def _note_calls(self, record: Assistant) -> None:
         content = record.message.content
         for block in content if isinstance(content, list) else ():
-            if isinstance(block, _ToolUse) and block.name in SUBAGENT_TOOLS and isinstance(block.input, dict):
+            if isinstance(block, ToolUse) and block.name in SUBAGENT_TOOLS and isinstance(block.input, dict):
                 prompt, description = block.input.get("prompt"), block.input.get("description")
                 if isinstance(prompt, str):
                     thread = self.thread_of.get(record.uuid)
@@ -441,18 +329,8 @@ class _Reader:
 
     def _file_time(self) -> datetime:
         if self._mtime is None:
-            self._mtime = datetime.fromtimestamp(self.path.stat().st_mtime, UTC)
+            self._mtime = file_time(self.path)
         return self._mtime
-
-
-def _decode(raw: bytes, path: Path, line: int) -> _Line:
-    try:
-        return _DECODER.decode(raw)
-    except msgspec.ValidationError as exc:
-        raise FormatError(path, line, f"not a Claude Code record: {exc}") from exc
-    except msgspec.DecodeError as exc:
-        hint = " (it holds a lone UTF-16 surrogate escape)" if _LONE_SURROGATE.search(raw) else ""
-        raise FormatError(path, line, f"not valid JSON{hint}: {exc}") from exc
 
 
 def _some(**values: Any) -> dict[str, Any]:

@@ -4,10 +4,11 @@ Roles map as they are (`developer` → system, remembered in metadata so the exp
 content is a string, null, or text / `image_url` (data: URLs only; `detail` hints are not kept) /
 `file` parts; `tool_calls[].function.arguments` is parsed when it is JSON and kept raw when not;
 `reasoning_content` becomes a reasoning part. Session ids are the file's stem (`<stem>:<line>` for
-conversation lines), message ids `<session>/<index>`. Repairs: a tool message answering no pending
-call is kept as user text (`orphan_result_as_text`); calls left unanswered before anything else get
-an "interrupted" error result (`synthetic_result`). `is_error` on tool messages is our own
-extension, so an export keeps it.
+conversation lines), message ids `<session>/<index>`. Pairing and repairs are `_common.History`'s:
+a tool message answering no pending call is kept as user text (`orphan_result_as_text`); a call
+unanswered before anything else, or at the end, gets an interrupted error result (`synthetic_result`).
+`is_error` on tool messages is our own extension, so an export keeps it; `export` writes a stored
+history back as this format.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import msgspec
 
-from transcript.errors import InvalidMessage
-from transcript.formats.base import FormatError, ParsedSession, Repair
+from transcript.formats._common import SessionBuilder, data_url, file_time, iso_time, read_bytes, tool_call
+from transcript.formats.base import FormatError, ParsedSession, Where
 from transcript.model import (
     DocumentPart,
     ImagePart,
@@ -28,146 +29,12 @@ from transcript.model import (
     Part,
     ReasoningPart,
     ResultContent,
-    Role,
     TextPart,
-    ToolCall,
     ToolResult,
-    check_message,
 )
 
 ROLES: Final = ("system", "developer", "user", "assistant", "tool")
-INTERRUPTED: Final = "tool execution was interrupted"
-_BOM: Final = b"\xef\xbb\xbf"
 _ENCODER: Final = msgspec.json.Encoder()
-
-
-class Where(NamedTuple):
-    """Where a record sits in its file, for error messages: path, 1-based line (or None), a label."""
-
-    path: str
-    line: int | None
-    label: str = ""
-
-    def at(self, label: str) -> Where:
-        """A place inside this one (`messages[2]`, then `messages[2].content[0]`)."""
-        return self._replace(label=f"{self.label}{label}" if self.label else label.lstrip("."))
-
-    def error(self, reason: str) -> FormatError:
-        """A `FormatError` for this place."""
-        return FormatError(self.path, self.line, f"{self.label}: {reason}" if self.label else reason)
-
-
-def file_time(path: Path) -> datetime:
-    """The file's modification time in UTC: `created_at` for records that carry no time."""
-    return datetime.fromtimestamp(path.stat().st_mtime, UTC)
-
-
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, without a leading UTF-8 byte-order mark."""
-    data = path.read_bytes()
-    return data[len(_BOM) :] if data.startswith(_BOM) else data
-
-
-class SessionBuilder:
-    """One session's messages in history order, repaired so that `LiveSession.check_order` accepts them.
-
-    A tool result must answer a pending call of the latest assistant message. One that answers none
-    is kept as user text; calls still unanswered when anything else follows get an "interrupted"
-    error result. Both are recorded in `repairs`; calls may stay pending at the end.
-    """
-
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        self.messages: list[Message] = []
-        self.repairs: list[Repair] = []
-        self._pending: dict[str, str] = {}
-
-    def add(
-        self,
-        role: Role,
-        parts: Sequence[Part],
-        where: Where,
-        created_at: datetime,
-        metadata: dict[str, Any] | None = None,
-    ) -> Message:
-        """Append a system, user or assistant message (answering pending calls as interrupted first)."""
-        self._interrupt(where, created_at)
-        message = self._append(role, parts, where, created_at, metadata)
-        self._pending = {call.id: call.name for call in message.tool_calls}
-        return message
-
-    def add_result(
-        self, result: ToolResult, where: Where, created_at: datetime, metadata: dict[str, Any] | None = None
-    ) -> Message:
-        """Append a tool message, or user text saying so when the result answers no pending call."""
-        if result.call_id not in self._pending:
-            return self._orphan(result, where, created_at, metadata)
-        name = self._pending.pop(result.call_id)
-        part = msgspec.structs.replace(result, name=name)
-        return self._append("tool", [part], where, created_at, metadata)
-
-    def session(self, **fields: Any) -> ParsedSession:
-        """The finished session (`fields` go to `ParsedSession`)."""
-        return ParsedSession(
-            session_id=self.session_id, messages=self.messages, repairs=self.repairs, **fields
-        )
-
-    def _orphan(
-        self, result: ToolResult, where: Where, created_at: datetime, metadata: dict[str, Any] | None
-    ) -> Message:
-        status = "an error result" if result.is_error else "a result"
-        header = f"[{status} for tool call {result.call_id!r}, which answers no pending call]"
-        body: list[Part] = [TextPart(text=header)]
-        body.extend([TextPart(text=result.content)] if isinstance(result.content, str) else result.content)
-        message = self.add("user", body, where, created_at, metadata)
-        self.repairs.append(
-            Repair(
-                kind="orphan_result_as_text",
-                detail=f"the result for call {result.call_id!r} answers no pending call; kept as user text",
-                message_id=message.id,
-                call_id=result.call_id,
-                line=where.line,
-            )
-        )
-        return message
-
-    def _interrupt(self, where: Where, created_at: datetime) -> None:
-        pending, self._pending = self._pending, {}
-        for call_id, name in pending.items():
-            part = ToolResult(call_id=call_id, content=INTERRUPTED, name=name, is_error=True)
-            message = self._append("tool", [part], where, created_at, {"synthetic": True})
-            self.repairs.append(
-                Repair(
-                    kind="synthetic_result",
-                    detail=f"call {call_id!r} ({name}) had no result before the next message; "
-                    "added an 'interrupted' error result",
-                    message_id=message.id,
-                    call_id=call_id,
-                    line=where.line,
-                )
-            )
-
-    def _append(
-        self,
-        role: Role,
-        parts: Sequence[Part],
-        where: Where,
-        created_at: datetime,
-        metadata: dict[str, Any] | None,
-    ) -> Message:
-        message = Message(
-            id=f"{self.session_id}/{len(self.messages)}",
-            role=role,
-            parts=tuple(parts),
-            created_at=created_at,
-            metadata=metadata or None,
-        )
-        try:
-            check_message(message)
-        except InvalidMessage as exc:
-            raise where.error(str(exc)) from exc
-        self.messages.append(message)
-        return message
 
 
 # --- reading ------------------------------------------------------------------------------------------
@@ -248,10 +115,9 @@ def _created_at(record: dict[str, Any], where: Where) -> datetime | None:
     value = record.get("created_at", record.get("timestamp"))
     if value is None:
         return None
+    if isinstance(value, str):
+        return where.read(iso_time, value)[0]
     try:
-        if isinstance(value, str):
-            moment = datetime.fromisoformat(value)
-            return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return datetime.fromtimestamp(value, UTC)
     except (ValueError, OverflowError, OSError) as exc:
@@ -272,7 +138,7 @@ def _content_part(item: Any, where: Where, allowed: tuple[str, ...]) -> ResultCo
     if kind not in allowed:
         raise where.error(f"content part type {kind!r} is not allowed here (expected {', '.join(allowed)})")
     if kind == "text":
-        return TextPart(text=_string(item, "text", where))
+        return TextPart(text=where.string(item, "text"))
     if kind == "image_url":
         image = item.get("image_url")
         url = image.get("url") if isinstance(image, dict) else image
@@ -289,20 +155,10 @@ def _content_part(item: Any, where: Where, allowed: tuple[str, ...]) -> ResultCo
 
 
 def _data_url(url: Any, where: Where) -> tuple[str, str]:
-    """(media type, base64 payload) of a `data:` URL; remote URLs have no payload to store."""
-    if not isinstance(url, str):
-        raise where.error("expected a data: URL string")
-    header, comma, payload = url.partition(",")
-    if not header.startswith("data:") or not header.endswith(";base64") or not comma:
+    found = data_url(url)
+    if found is None:
         raise where.error("only data: URLs with a base64 payload can be stored (remote URLs cannot)")
-    return header[len("data:") :].split(";", 1)[0], payload
-
-
-def _string(record: dict[str, Any], key: str, where: Where) -> str:
-    value = record.get(key)
-    if not isinstance(value, str):
-        raise where.error(f"{key!r} must be a string, not {type(value).__name__}")
-    return value
+    return found
 
 
 def _assistant_parts(record: dict[str, Any], where: Where) -> list[Part]:
@@ -320,30 +176,13 @@ def _assistant_parts(record: dict[str, Any], where: Where) -> list[Part]:
         parts.extend(_content(content, where, allowed=("text",)))
     refusal = record.get("refusal")
     if refusal is not None:
-        parts.append(TextPart(text=_string(record, "refusal", where)))
+        parts.append(TextPart(text=where.string(record, "refusal")))
     calls = record.get("tool_calls")
     if calls is not None:
         if not isinstance(calls, list):
             raise where.error("'tool_calls' must be a list")
-        parts.extend(_tool_call(call, where.at(f".tool_calls[{i}]")) for i, call in enumerate(calls))
+        parts.extend(where.read(tool_call, call, f"tool_calls[{i}]") for i, call in enumerate(calls))
     return parts or [TextPart(text="")]
-
-
-def _tool_call(call: Any, where: Where) -> ToolCall:
-    if not isinstance(call, dict):
-        raise where.error("a tool call must be a JSON object")
-    if call.get("type", "function") != "function":
-        raise where.error(f"unknown tool call type {call.get('type')!r} (expected 'function')")
-    call_id = call.get("id")
-    if not isinstance(call_id, str) or not call_id:
-        raise where.error("a tool call needs a non-empty string 'id'")
-    function = call.get("function")
-    if not isinstance(function, dict):
-        raise where.error("a tool call needs a 'function' object")
-    name = _string(function, "name", where)
-    if not name:
-        raise where.error("a tool call needs a non-empty function name")
-    return ToolCall.from_arguments(id=call_id, name=name, arguments=_string(function, "arguments", where))
 
 
 def _tool_result(record: dict[str, Any], where: Where) -> ToolResult:

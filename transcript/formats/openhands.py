@@ -9,9 +9,10 @@ the model). State changes, `null` observations and `recall` actions carry no con
 they are skipped and counted in the session's warnings and metadata. Session ids are the run's
 `instance_id` (else `<file stem>/<run index>`; the file stem for an event array), message ids
 `<session>/<event id>`, and naive timestamps are read as UTC. Repairs: the other actions of one
-parallel model response join its message (`merged_split_message`), a call left unanswered before
-the next message gets an interrupted error result (`synthetic_result`), a result that answers no
-pending call is kept as user text (`orphan_result_as_text`).
+parallel model response join its message (`merged_split_message`); as `_common.History` makes them,
+a call left unanswered before the next message or at the end gets an interrupted error result
+(`synthetic_result`), a result that answers no pending call is kept as user text
+(`orphan_result_as_text`).
 """
 
 from __future__ import annotations
@@ -25,9 +26,7 @@ from typing import Any, Final
 import msgspec
 
 from transcript.errors import InvalidMessage
-from transcript.formats.base import FormatError, ParsedSession
-from transcript.formats.swe_agent import (
-    BadRecord,
+from transcript.formats._common import (
     History,
     RecordLines,
     assistant_text,
@@ -40,6 +39,7 @@ from transcript.formats.swe_agent import (
     parse_time,
     tool_call,
 )
+from transcript.formats.base import BadRecord, FormatError, ParsedSession
 from transcript.model import ImagePart, Message, ReasoningPart, TextPart, ToolCall
 
 SOURCES: Final = ("agent", "user", "environment")
@@ -317,7 +317,7 @@ def _response_calls(choice: dict[str, Any]) -> list[ToolCall]:
     raw = choice.get("tool_calls") or []
     if not isinstance(raw, list):
         raise BadRecord("'tool_calls' of the model response must be a list")
-    return [tool_call(item, f"model response tool_calls[{k}]") for k, item in enumerate(raw)]
+    return [tool_call(item, f"model response tool_calls[{k}]", lenient=True) for k, item in enumerate(raw)]
 
 
 def _call_from_args(call_id: str, name: str, args: dict[str, Any]) -> ToolCall:
