@@ -24,6 +24,7 @@ from mutate.full import (
     Reinject,
     checkpoint_from,
     commit_full,
+    fit,
     prepare_full,
     reinjected_content,
     summary_message,
@@ -33,7 +34,7 @@ from mutate.summarizing import Steps, adrive, attempts, drive
 from planner.config import CompactConfig
 from planner.micro import plan_micro, stale_boundary
 from planner.trigger import determine_compact_action
-from transcript.checkpoint import Checkpoint
+from transcript.checkpoint import Checkpoint, to_markdown
 from transcript.flagwrite import write_events
 from transcript.model import CompactionRecorded, TranscriptSnapshot
 from transcript.results import CompactResult, Strategy
@@ -41,6 +42,9 @@ from transcript.summary import Summarizer
 
 if TYPE_CHECKING:
     from transcript.session import Transcript
+
+_REFITS = 4
+_MIN_SUMMARY_TOKENS = 100
 
 
 def run_compact(
@@ -215,6 +219,15 @@ def _full(
             )
             body = t.store.prepare(summary)
             tokens_after = result.tokens_after - prepared.cut.summarized_tokens + sum(body.tokens)
+    rest = result.tokens_after - prepared.cut.summarized_tokens
+    for _ in range(_REFITS):
+        if rest + sum(body.tokens) <= budget:
+            break
+        # Still over budget: make the checkpoint fit the room that is left (re-injected files go first).
+        room = max(budget - rest, _MIN_SUMMARY_TOKENS)
+        checkpoint = fit(checkpoint, int(len(to_markdown(checkpoint)) * room / sum(body.tokens)))
+        body = t.store.prepare(summary_message(prepared, checkpoint, ()))
+    tokens_after = rest + sum(body.tokens)
     result = msgspec.structs.replace(
         result,
         outcome="full_applied",
@@ -282,7 +295,7 @@ def irreducible_tokens(snapshot: TranscriptSnapshot, config: CompactConfig) -> i
     boundary = stale_boundary(snapshot, config)
     total = 0
     for entry in snapshot.entries:
-        if entry.flags.excluded:
+        if entry.flags.excluded or entry.message.kind == "summary":
             continue
         if entry.seq >= boundary or entry.message.role == "system":
             total += entry.token_count

@@ -1,4 +1,6 @@
-"""Every corpus session, replayed one compaction round per model call at 40% of its final view.
+"""Every corpus session, replayed one compaction round per model call.
+
+At 40% of its final view (micro compaction, SPEC §6):
 
 Each round must leave a provider-valid view, and the view after reopening the file must be the view
 before. Micro compaction must really fire where the raw files say it can: on the function-calling
@@ -9,20 +11,25 @@ characters. Those expectations are counted from the raw JSON here, independently
 from __future__ import annotations
 
 import json
+import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mutate import irreducible_tokens
+from planner import CompactConfig
 from projection import check_view_order
 from projection.view import View
 from tests.conftest import CORPUS
 from transcript import Store, Transcript
 from transcript.formats import ParsedSession, detect_format, parse
 from transcript.importing import import_sessions
+from transcript.model import CompactionRecorded
 from transcript.results import CompactResult
 from transcript.simulate import replay
+from transcript.state import SessionState
 
 CORPUS_FILES = sorted(p for p in CORPUS.glob("*") if p.name != "README.md")
 SWE_FC = CORPUS / "sweagent_marshmallow-1867_fc.traj"
@@ -151,3 +158,79 @@ def test_micro_fires_on_every_long_claude_code_sub_agent_session(tmp_path: Path)
         directory.mkdir()
         _, transcript, _ = _replayed(directory, children[prompt])
         assert _truncated_texts(transcript), f"micro compaction never fired on {children[prompt].session_id}"
+
+
+# --- full compaction on the long sessions (SPEC §7) ----------------------------------------------------
+
+LONG = [(p, s) for p, s in SESSIONS if sum(1 for m in s.messages if m.role == "assistant") >= 20]
+
+
+def _floors(session: ParsedSession) -> list[int]:
+    """The irreducible floor (system messages, kept recent steps, pending calls) at every model call."""
+    transcript = Store.open(":memory:", tokenizer="chars/4").session(session.session_id)
+    floors: list[int] = []
+    replay(
+        transcript,
+        session.messages,
+        budget_tokens=10**12,
+        on_model_call=lambda view, result: floors.append(
+            irreducible_tokens(transcript.messages(), CompactConfig())
+        ),
+    )
+    return floors
+
+
+def _full_replay(
+    directory: Path, session: ParsedSession, budget: int
+) -> tuple[Path, Transcript, list[str], int]:
+    path = directory / f"full-{budget}.db"
+    transcript = Transcript.open(path, session_id=session.session_id, tokenizer="chars/4")
+    problems: list[str] = []
+
+    def check(view: View, result: CompactResult) -> None:
+        if view.tokens > budget:
+            floor = irreducible_tokens(transcript.messages(), CompactConfig())
+            if not (
+                result.outcome == "over_budget_irreducible" and result.irreducible_tokens == floor > budget
+            ):
+                problems.append(f"{view.tokens} > {budget} after {result.outcome}")
+        report = check_view_order(view.messages)
+        problems.extend(f"{p.code} at {p.message_id}" for p in report.problems)
+
+    run = replay(transcript, session.messages, budget_tokens=budget, on_model_call=check)
+    fulls = sum(1 for call in run.calls if call.result.strategy and "checkpoint" in call.result.strategy)
+    return path, transcript, problems, fulls
+
+
+@pytest.mark.parametrize(("path", "session"), LONG, ids=[s.session_id[-16:] for _, s in LONG])
+def test_long_sessions_stay_under_budget_through_full_compactions(
+    tmp_path: Path, path: Path, session: ParsedSession
+) -> None:
+    """The budget starts at 1.5x the session's highest floor and is lowered (never below 1.5x its median
+    floor) until at least two full compactions happen; rounds where the floor itself exceeds the
+    budget must say `over_budget_irreducible`, truthfully."""
+    floors = _floors(session)
+    budget, lowest = int(1.5 * max(floors)), int(1.5 * statistics.median(floors))
+    while True:
+        db, transcript, problems, fulls = _full_replay(tmp_path, session, budget)
+        if fulls >= 2 or budget <= lowest:
+            break
+        transcript.close()
+        budget = max(lowest, int(budget * 0.8))
+    assert fulls >= 2, f"only {fulls} full compactions at budget {budget}"
+    assert problems == []
+    view = transcript.visible_messages()
+    state = transcript.export_state()
+    transcript.close()
+    with Transcript.open(db, session_id=session.session_id, readonly=True) as again:
+        assert again.visible_messages().canonical_json() == view.canonical_json()
+    restored = Store.open(tmp_path / "restored.db", tokenizer="cl100k_base").restore(state)
+    assert restored.visible_messages().canonical_json() == view.canonical_json()
+    assert restored.visible_messages().tokens == view.tokens
+    assert restored.latest_compact_result() == state_result(state)
+
+
+def state_result(state: SessionState) -> CompactResult | None:
+    """The latest compaction result recorded in an exported state."""
+    results = [e.event.result for e in state.events if isinstance(e.event, CompactionRecorded)]
+    return results[-1] if results else None
