@@ -249,9 +249,9 @@ def to_anthropic(view: View | Sequence[Message]) -> dict[str, Any]:
     - user, summary and meta messages → user blocks: images of `IMAGE_TYPES` and PDFs as base64
       blocks, a `text/plain` document as a text-source document, other media as placeholders.
     - assistant → its parts in order: signed reasoning as `thinking` blocks and redacted reasoning
-      as `redacted_thinking`, kept whole; reasoning without a (non-empty) signature is left out (the
-      API takes a thinking block only with its signature); text; `tool_use`, whose `input` is the stored
-      object, or `{"_raw": arguments}` when the input is not a JSON object (raw text included).
+      as `redacted_thinking`, kept whole; reasoning without a (non-empty) signature is left out
+      (the API takes a thinking block only with its signature); text; `tool_use`, whose `input` is
+      the stored object, or `{"_raw": arguments}` when it is not a JSON object (raw text included).
     - tool results → `tool_result` blocks (`content` a string or blocks, `is_error` when set) in
       the user message that follows the call; consecutive messages of one role are merged into one
       message, so results come first in their user message.
@@ -301,7 +301,7 @@ def _anthropic_blocks(parts: Sequence[Part]) -> list[dict[str, Any]]:
 def _anthropic_block(part: Part) -> dict[str, Any] | None:
     """One text or media part as a block; None for blank text."""
     if isinstance(part, TextPart):
-        return {"type": "text", "text": part.text} if True else None
+        return {"type": "text", "text": part.text} if part.text.strip() else None
     if isinstance(part, ImagePart) and part.media_type in IMAGE_TYPES:
         source = {"type": "base64", "media_type": part.media_type, "data": part.data}
         return {"type": "image", "source": source}

@@ -186,6 +186,8 @@ class Transcript:
         for item in prepared:
             live.add(item.message, reused.get(item.message.id, item.tokens))
         live.version = version
+        # The write checked this session was at `live.version`, so nothing of it is unseen now.
+        self._seen = self.store.written_at
         return result
 
     def _known(self, item: PreparedMessage, batch: dict[str, PreparedMessage]) -> Message | None:

@@ -109,6 +109,7 @@ class Store:
         self.tokenizer = tokenizer
         self._counter: TokenCounter | None = None
         self._local_writes = 0
+        self.written_at: tuple[int, int] | None = None
 
     @classmethod
     def open(
@@ -353,8 +354,12 @@ class Store:
             raise StoreReadOnly(f"{self.path} is open read-only; nothing was written")
         recorded_at = datetime.now(UTC).isoformat(timespec="microseconds")
         with db.translated("writing to the store"), self._transaction():
+            # Read under the write lock: no one else can commit until we do, and our own commit does
+            # not change it, so a transcript that applied this write itself is current at this token.
+            (data_version,) = self._conn.execute("PRAGMA data_version").fetchone()
             results = [self._append_events(write, recorded_at) for write in writes]
         self._local_writes += 1
+        self.written_at = (data_version, self._local_writes)
         return results
 
     def _append_events(self, write: SessionWrite, recorded_at: str) -> tuple[int, dict[str, tuple[int, ...]]]:
