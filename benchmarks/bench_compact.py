@@ -33,7 +33,9 @@ def _steps(t: Transcript, first: int, count: int, size: int) -> None:
     for n in range(first, first + count):
         call = ToolCall(id=f"k{n}", name="Bash", input={"n": n})
         output = ("log line %d of the bench step\n" % n) * (size // 30)
-        t.append_turn([Message.assistant(f"bench step {n}", tool_calls=[call]), Message.tool_result(f"k{n}", output)])
+        t.append_turn(
+            [Message.assistant(f"bench step {n}", tool_calls=[call]), Message.tool_result(f"k{n}", output)]
+        )
 
 
 def measure(path: Path, size: int, repeats: int) -> tuple[float, float, list[int]]:
@@ -66,7 +68,9 @@ def measure(path: Path, size: int, repeats: int) -> tuple[float, float, list[int
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", type=int, nargs=2, default=[1_000, 10_000])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--quick", action="store_true", help="sizes 200 and 2000, fewer repeats")

@@ -26,6 +26,7 @@ def restore_session(store: Store, state: SessionState, session_id: str | None = 
         if len(exported.tokens) != len(prepared.message.parts):
             raise InvalidMessage(f"message {prepared.message.id!r}: token counts do not match its parts")
         bodies[prepared.message.id] = prepared._replace(tokens=exported.tokens, tokenizer=exported.tokenizer)
+    next_seq = 0
     for expected, record in enumerate(state.events, start=1):
         if record.version != expected:
             raise InvalidMessage(
@@ -33,6 +34,9 @@ def restore_session(store: Store, state: SessionState, session_id: str | None = 
             )
         event = record.event
         if isinstance(event, MessageAppended):
+            if event.seq != next_seq:
+                raise InvalidMessage(f"event {expected} appends seq {event.seq}, expected {next_seq}")
+            next_seq += 1
             body = bodies.get(event.message_id)
             if body is None or body.hash != event.body_hash:
                 raise InvalidMessage(

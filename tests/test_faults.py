@@ -298,8 +298,10 @@ def test_damaged_pages_raise_store_corrupted(store_path: Path) -> None:
 CHANGES = {
     ("bodies", "UPDATE"): "UPDATE bodies SET hash = 'x' WHERE message_id = 'u1'",
     ("bodies", "DELETE"): "DELETE FROM bodies WHERE message_id = 'u1'",
-    ("history", "UPDATE"): "UPDATE history SET message_id = 'a0' WHERE session_id = 's1' AND seq = 1",
-    ("history", "DELETE"): "DELETE FROM history WHERE session_id = 's1'",
+    (
+        "events",
+        "UPDATE history columns of",
+    ): "UPDATE events SET message_id = 'a0' WHERE session_id = 's1' AND seq = 1",
     ("events", "UPDATE"): "UPDATE events SET payload = x'7b7d' WHERE session_id = 's1' AND version = 2",
     ("events", "DELETE"): "DELETE FROM events WHERE session_id = 's1' AND version = 5",
 }
@@ -309,13 +311,33 @@ CHANGES = {
 def test_raw_update_and_delete_are_refused(store_path: Path, table: str, verb: str) -> None:
     before = dump(store_path)
     conn = raw(store_path)
+    refused = verb.split()[0]
     try:
-        with pytest.raises(sqlite3.IntegrityError, match=f"{table} is append-only \\({verb} refused\\)"):
+        with pytest.raises(sqlite3.IntegrityError, match=f"{table} is append-only \\({refused} refused\\)"):
             conn.execute(CHANGES[table, verb])
     finally:
         conn.close()
     assert dump(store_path) == before
     assert verify(store_path).ok
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE history SET message_id = 'a0' WHERE session_id = 's1' AND seq = 1",
+        "DELETE FROM history WHERE session_id = 's1'",
+        "INSERT INTO history (session_id, seq, message_id) VALUES ('s1', 9, 'a0')",
+    ],
+)
+def test_the_history_view_cannot_be_written(store_path: Path, sql: str) -> None:
+    before = dump(store_path)
+    conn = raw(store_path)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="view"):
+            conn.execute(sql)
+    finally:
+        conn.close()
+    assert dump(store_path) == before
 
 
 def test_upsert_that_updates_a_body_is_refused(store_path: Path) -> None:
@@ -342,8 +364,6 @@ def replace_statement(table: str) -> tuple[str, tuple[object, ...]]:
             "VALUES (?, ?, ?, ?, ?)",
             ("u1", body_hash(forged), TOKENIZER, b"[4]", b'{"forged":true}'),
         )
-    if table == "history":
-        return "INSERT OR REPLACE INTO history (session_id, seq, message_id) VALUES ('s1', 1, 'a0')", ()
     return (
         "INSERT OR REPLACE INTO events (session_id, version, kind, recorded_at, payload, hash) "
         "SELECT session_id, version, kind, recorded_at, x'7b7d', hash FROM events "
@@ -352,7 +372,7 @@ def replace_statement(table: str) -> tuple[str, tuple[object, ...]]:
     )
 
 
-@pytest.mark.parametrize("table", ["bodies", "history", "events"])
+@pytest.mark.parametrize("table", ["bodies", "events"])
 def test_insert_or_replace_through_the_stores_connection_is_refused(
     store: Store, store_path: Path, table: str
 ) -> None:
@@ -363,7 +383,7 @@ def test_insert_or_replace_through_the_stores_connection_is_refused(
     assert dump(store_path) == before
 
 
-@pytest.mark.parametrize("table", ["bodies", "history", "events"])
+@pytest.mark.parametrize("table", ["bodies", "events"])
 def test_insert_or_replace_through_a_plain_connection_is_refused(store_path: Path, table: str) -> None:
     before = dump(store_path)
     sql, params = replace_statement(table)
@@ -421,7 +441,8 @@ def test_verify_names_an_edited_body(store_path: Path) -> None:
 
 
 def test_verify_names_an_edited_history_row(store_path: Path) -> None:
-    tamper(store_path, "history", "UPDATE history SET message_id = 'a0' WHERE session_id = 's1' AND seq = 1")
+    # The history row of seq 1 is the append event's `seq` / `message_id` columns.
+    tamper(store_path, "events", "UPDATE events SET message_id = 'a0' WHERE session_id = 's1' AND seq = 1")
 
     report = verify(store_path)
     assert not report.ok
@@ -466,9 +487,9 @@ def test_verify_names_an_edited_event(store_path: Path, column: str) -> None:
 
 def test_verify_names_a_dropped_guard(store_path: Path) -> None:
     conn = raw(store_path)
-    conn.execute("DROP TRIGGER history_refuse_delete")
+    conn.execute("DROP TRIGGER events_refuse_delete")
     conn.close()
     report = verify(store_path)
     assert [(p.code, p.detail) for p in report.problems] == [
-        ("guard_missing", "trigger history_refuse_delete was dropped")
+        ("guard_missing", "trigger events_refuse_delete was dropped")
     ]

@@ -7,7 +7,7 @@ one entry and re-renders one message (`transcript.liveview`). This module does n
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
@@ -60,6 +60,25 @@ class LiveSession:
             self.turn_starts.append(entry.seq)
         self.rendered.appended(entry)
         return entry
+
+    def load(self, bodies: Sequence[tuple[Message, tuple[int, ...]]]) -> None:
+        """Start from a whole history read at once (a cold open): one pass, no per-message events."""
+        if self.entries:
+            raise ValueError("load() starts an empty live session")
+        self.entries = [
+            Entry(seq=seq, message=message, tokens=tokens) for seq, (message, tokens) in enumerate(bodies)
+        ]
+        self.positions = {entry.message.id: entry.seq for entry in self.entries}
+        for entry in self.entries:
+            message = entry.message
+            if message.role == "assistant":
+                self.step_starts.append(entry.seq)
+            elif message.role == "user" and message.kind == "message":
+                self.turn_starts.append(entry.seq)
+        tail = self.entries[self.step_starts[-1] :] if self.step_starts else []
+        for entry in tail:
+            self.pending = _pending_after(self.pending, entry.message)
+        self.rendered.reset()
 
     def mark(self, mark: MessageMarked) -> None:
         """Apply one mark event to the flags of its message."""

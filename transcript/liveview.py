@@ -114,17 +114,26 @@ class LiveView:
                 self._chunks[index] = tuple(self._shown[index * CHUNK : (index + 1) * CHUNK])
         return tuple(self._chunks)  # type: ignore[arg-type]
 
+    def reset(self) -> None:
+        """Forget the view; the next one is built from the entries in one pass."""
+        self._order = None
+        self._cached = None
+
     def _reorder(self, entries: Sequence[Entry]) -> None:
-        self._order = canonical_order(entries)
+        order = canonical_order(entries)
+        self._order = order
         self._chunks = []
-        self._shown = [entry.message for entry in self._order]
-        self._counts = [0] * len(self._order)
-        self._directed = [False] * len(self._order)
-        self._where = {}
-        self._tokens = 0
+        self._shown = [entry.message for entry in order]
+        self._counts = [entry.token_count for entry in order]
+        self._directed = [False] * len(order)
+        self._where = {entry.message.id: index for index, entry in enumerate(order)}
+        self._tokens = sum(self._counts)
         self._with_directive = 0
-        for index in range(len(self._order)):
-            self._render_at(index)
+        plain = self.caps.supports_media
+        for index, entry in enumerate(order):
+            # A message without marks shows as stored (unless the caps change it): nothing to render.
+            if not plain or entry.flags.projection is not None or entry.flags.truncated:
+                self._render_at(index)
 
     def _render_at(self, index: int) -> None:
         assert self._order is not None

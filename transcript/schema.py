@@ -1,8 +1,10 @@
 """The database schema, as named migrations recorded by `sqlite_utils.Migrations`.
 
-Bodies, history and events are append-only: triggers make the database itself refuse UPDATE and
-DELETE on them, so no code path (ours or a stray `sqlite3` shell) can rewrite what was stored. A file
-that records a migration this release does not know was written by a newer release and is refused.
+Bodies and events are append-only: triggers make the database itself refuse UPDATE, DELETE and
+REPLACE on them, so no code path (ours or a stray `sqlite3` shell) can rewrite what was stored. A
+session's history (`seq -> message_id`) is carried by its append events, in their `seq` and
+`message_id` columns, and shown by the `history` view; one fewer table to write per turn. A file that
+records a migration this release does not know was written by a newer release and is refused.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
 
 MIGRATION_SET: Final = "transcript-store"
 MIGRATIONS_TABLE: Final = "_sqlite_migrations"
-APPEND_ONLY_TABLES: Final = ("bodies", "history", "events")
+APPEND_ONLY_TABLES: Final = ("bodies", "events")
 
 _INITIAL: Final = (
     """
@@ -31,23 +33,21 @@ _INITIAL: Final = (
     )
     """,
     """
-    CREATE TABLE history (
-        session_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        message_id TEXT NOT NULL,
-        PRIMARY KEY (session_id, seq)
-    ) WITHOUT ROWID
-    """,
-    """
     CREATE TABLE events (
         session_id TEXT NOT NULL,
         version INTEGER NOT NULL,
         kind TEXT NOT NULL,
+        seq INTEGER,
+        message_id TEXT,
         recorded_at TEXT NOT NULL,
         payload BLOB NOT NULL,
         hash TEXT NOT NULL,
         PRIMARY KEY (session_id, version)
     ) WITHOUT ROWID
+    """,
+    """
+    CREATE VIEW history AS
+    SELECT session_id, seq, message_id, version FROM events WHERE kind = 'message_appended'
     """,
     # Everything but appends: what a cold open folds into flags without reading every append event.
     "CREATE INDEX events_not_appends ON events (session_id, version) WHERE kind <> 'message_appended'",
@@ -59,7 +59,6 @@ _INITIAL: Final = (
 # has not turned `recursive_triggers` on (a stray `sqlite3` shell, say).
 _KEYS: Final = {
     "bodies": "message_id = NEW.message_id OR id = NEW.id",
-    "history": "session_id = NEW.session_id AND seq = NEW.seq",
     "events": "session_id = NEW.session_id AND version = NEW.version",
 }
 GUARDS: Final = tuple(

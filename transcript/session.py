@@ -368,8 +368,7 @@ class Transcript:
     def _load(self) -> None:
         loaded = self.store.load(self.session_id)
         live = self._live
-        for body in loaded.bodies:
-            live.add(body.message, body.tokens)
+        live.load(loaded.bodies)
         for version, event in loaded.events:
             live.apply(version, event, {})
         live.version = loaded.version

@@ -1,8 +1,8 @@
 """The event store: one SQLite file, many sessions, nothing ever rewritten.
 
 Bodies are stored once (canonical JSON + content hash + per-part token counts) and shared by every
-session that holds them; a session is its hash-chained event log plus the `seq -> message_id`
-history that its append events describe. Every write is one `BEGIN IMMEDIATE` transaction that first
+session that holds them; a session is its hash-chained event log, whose append events carry the
+`seq -> message_id` history. Every write is one `BEGIN IMMEDIATE` transaction that first
 checks the session's head against the version the writer expects (optimistic concurrency): the loser
 of a race gets `ConflictError` and nothing of its write is stored.
 """
@@ -172,7 +172,7 @@ class Store:
                 ).fetchall()
             )
             counts = dict(
-                self._conn.execute("SELECT session_id, count(*) FROM history GROUP BY session_id").fetchall()
+                self._conn.execute("SELECT session_id, count(seq) FROM events GROUP BY session_id").fetchall()
             )
         return [
             SessionInfo(session_id=sid, messages=counts.get(sid, 0), version=version)
@@ -232,8 +232,8 @@ class Store:
         with db.translated(f"loading session {session_id!r}"), self._read_snapshot():
             version = self.head(session_id)[0]
             rows = self._conn.execute(
-                "SELECT b.body, b.tokens FROM history AS h JOIN bodies AS b ON b.message_id = h.message_id "
-                "WHERE h.session_id = ? ORDER BY h.seq",
+                "SELECT b.body, b.tokens FROM events AS e JOIN bodies AS b ON b.message_id = e.message_id "
+                "WHERE e.session_id = ? AND e.kind = 'message_appended' ORDER BY e.version",
                 (session_id,),
             )
             bodies = [
@@ -342,9 +342,10 @@ class Store:
     ) -> tuple[int, dict[str, tuple[int, ...]]]:
         """Append events to a session in one transaction; returns (new version, reused bodies' counts).
 
-        Each `MessageAppended` event also writes its history row and, unless the store already holds
-        it, its body (from `bodies`). Raises `ConflictError` when the session is not at
-        `expected_version`, `DuplicateMessage` when an id is stored with other content.
+        Each `MessageAppended` event (which is the history row: its `seq` and `message_id`) also
+        writes its body, from `bodies`, unless the store already holds it. Raises `ConflictError` when
+        the session is not at `expected_version`, `DuplicateMessage` when an id is stored with other
+        content.
         """
         return self.write_many([SessionWrite(session_id, expected_version, events, bodies or {})])[0]
 
@@ -371,29 +372,24 @@ class Store:
                 f"{expected_version}; nothing was written (catch up and retry)"
             )
         appended = [event for event in events if isinstance(event, MessageAppended)]
-        reused: dict[str, tuple[int, ...]] = {}
-        if appended:
-            reused = self._insert_bodies(appended, bodies)
-            try:
-                self._conn.executemany(
-                    "INSERT INTO history (session_id, seq, message_id) VALUES (?, ?, ?)",
-                    [(session_id, event.seq, event.message_id) for event in appended],
-                )
-            except sqlite3.IntegrityError as exc:
-                raise ConflictError(
-                    f"session {session_id!r} already has a message at one of these seqs"
-                ) from exc
+        reused = self._insert_bodies(appended, bodies) if appended else {}
         rows = []
         for event in events:
             version += 1
             payload = EVENT_ENCODER.encode(event)
             prev = event_hash(prev, session_id, version, recorded_at, payload)
-            rows.append((session_id, version, event.kind, recorded_at, payload, prev))
-        self._conn.executemany(
-            "INSERT INTO events (session_id, version, kind, recorded_at, payload, hash) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            rows,
-        )
+            seq, message_id = (
+                (event.seq, event.message_id) if isinstance(event, MessageAppended) else (None, None)
+            )
+            rows.append((session_id, version, event.kind, seq, message_id, recorded_at, payload, prev))
+        try:
+            self._conn.executemany(
+                "INSERT INTO events (session_id, version, kind, seq, message_id, recorded_at, payload, hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        except sqlite3.IntegrityError as exc:
+            raise ConflictError(f"session {session_id!r} moved on while this write was made") from exc
         return version, reused
 
     def _insert_bodies(
