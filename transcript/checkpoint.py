@@ -8,7 +8,6 @@ keys, a lone string for a list), and refuses what it cannot read with `Checkpoin
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Final
@@ -191,6 +190,8 @@ _FENCE: Final = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(.*?)^\1[ \t]*\r?$", re.MULTI
 
 def _parse_json_text(text: str) -> Checkpoint | None:
     """The whole text as JSON; else the first fenced block that holds a checkpoint object."""
+    import json  # only parsing needs it; reading a store (which decodes checkpoints) does not
+
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
@@ -213,6 +214,8 @@ def _parse_json_text(text: str) -> Checkpoint | None:
 
 def _parse_embedded_json(text: str) -> Checkpoint | None:
     """The first JSON object inside prose ("Here is the checkpoint: {...} Let me know") that is ours."""
+    import json
+
     decoder = json.JSONDecoder()
     start = text.find("{")
     while start != -1:

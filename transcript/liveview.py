@@ -39,7 +39,7 @@ class LiveView:
         self._chunks: list[tuple[Message, ...] | None] = []
         self._counts: list[int] = []
         self._directed: list[bool] = []
-        self._where: dict[str, int] = {}
+        self._where: dict[str, int] | None = {}
         self._tokens = 0
         self._with_directive = 0
         self._problems: dict[str, Invalid] = {}
@@ -78,6 +78,8 @@ class LiveView:
         if before.flags.excluded != after.flags.excluded or self._order is None:
             self._order = None
             return
+        if self._where is None:
+            self._where = {entry.message.id: index for index, entry in enumerate(self._order)}
         index = self._where.get(message_id)
         if index is not None:
             self._order[index] = after
@@ -126,7 +128,8 @@ class LiveView:
         self._shown = [entry.message for entry in order]
         self._counts = [entry.token_count for entry in order]
         self._directed = [False] * len(order)
-        self._where = {entry.message.id: index for index, entry in enumerate(order)}
+        self._where = None  # built when a mark first needs it
+
         self._tokens = sum(self._counts)
         self._with_directive = 0
         plain = self.caps.supports_media
@@ -139,7 +142,8 @@ class LiveView:
         assert self._order is not None
         entry = self._order[index]
         message_id = entry.message.id
-        self._where[message_id] = index
+        if self._where is not None:
+            self._where[message_id] = index
         directive = entry.flags.projection if message_id not in self._problems else None
         try:
             message, count = render_entry(entry, directive, self.caps)

@@ -14,17 +14,14 @@ from transcript.model import Entry
 
 def canonical_order(entries: Sequence[Entry]) -> list[Entry]:
     """The visible entries in view order."""
+    summaries = [e for e in entries if e.message.kind == "summary" and e.message.anchor is not None]
+    if not summaries:
+        return [e for e in entries if not e.flags.excluded]
     visible_ids = {e.message.id for e in entries if not e.flags.excluded}
     anchored: dict[str, list[Entry]] = {}
-    for entry in entries:
-        message = entry.message
-        if (
-            message.kind == "summary"
-            and not entry.flags.excluded
-            and message.anchor is not None
-            and message.anchor in visible_ids
-        ):
-            anchored.setdefault(message.anchor, []).append(entry)
+    for entry in summaries:
+        if not entry.flags.excluded and entry.message.anchor in visible_ids:
+            anchored.setdefault(entry.message.anchor, []).append(entry)
     placed = {id(e) for group in anchored.values() for e in group}
     order: list[Entry] = []
     for entry in entries:

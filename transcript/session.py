@@ -30,13 +30,13 @@ from transcript.model import (
     TranscriptSnapshot,
 )
 from transcript.results import CompactResult
-from transcript.summary import Summarizer
 
 if TYPE_CHECKING:
     from mutate.full import Reinject
     from transcript.checkpoint import Checkpoint
     from transcript.continuation import Status
     from transcript.state import SessionState
+    from transcript.summary import Summarizer
 from transcript.store import PreparedMessage, Store
 
 

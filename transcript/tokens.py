@@ -17,8 +17,6 @@ reasoning, opaque encrypted data, is estimated at one token per four characters.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -98,6 +96,9 @@ class Cl100kCounter:
 
     def _ranks(self) -> dict[bytes, int]:
         """The BPE ranks: one `base64-token rank` pair per line, after the file's hash is checked."""
+        import base64
+        import hashlib
+
         try:
             if self._path is None:
                 from importlib import resources
