@@ -304,7 +304,7 @@ class Message(_Value, frozen=True):
 
 
 _MESSAGE_ENCODER: Final = msgspec.json.Encoder()
-_MESSAGE_DECODER: Final = msgspec.json.Decoder(Message)
+MESSAGE_DECODER: Final = msgspec.json.Decoder(Message)
 
 
 def encode_message(message: Message) -> bytes:
@@ -314,7 +314,7 @@ def encode_message(message: Message) -> bytes:
 
 def decode_message(data: bytes) -> Message:
     """A message from its canonical JSON bytes, types validated."""
-    return _MESSAGE_DECODER.decode(data)
+    return MESSAGE_DECODER.decode(data)
 
 
 def normalize_message(message: Message) -> tuple[Message, bytes]:
@@ -344,7 +344,7 @@ def normalize_message(message: Message) -> tuple[Message, bytes]:
     except (TypeError, OverflowError) as exc:
         raise InvalidMessage(f"message {_safe_id(message)}: cannot be encoded: {exc}") from exc
     try:
-        normal = _MESSAGE_DECODER.decode(data)
+        normal = MESSAGE_DECODER.decode(data)
     except msgspec.ValidationError as exc:
         raise InvalidMessage(f"message {_safe_id(message)}: {exc}") from exc
     check_message(normal)
