@@ -32,7 +32,7 @@ K = 10
 def _steps(t: Transcript, first: int, count: int, size: int) -> None:
     for n in range(first, first + count):
         call = ToolCall(id=f"k{n}", name="Bash", input={"n": n})
-        output = ("log line %d of the bench step\n" % n) * (size // 30)
+        output = f"log line {n} of the bench step\n" * (size // 30)
         t.append_turn(
             [Message.assistant(f"bench step {n}", tool_calls=[call]), Message.tool_result(f"k{n}", output)]
         )
