@@ -32,7 +32,7 @@ from transcript.importing import import_sessions  # noqa: E402
 from transcript.model import encode_message  # noqa: E402
 from transcript.tokens import CL100K, TokenCounter, get_counter  # noqa: E402
 
-CORPUS_FILE = ROOT.parent / "shared" / "corpus" / "claude-code_ccviewer_fe5e1c67.jsonl"
+CORPUS_FILE = ROOT / "fixtures" / "corpus" / "claude-code_ccviewer_fe5e1c67.jsonl"
 FORMAT = "claude-code"
 DB_TARGET_SECONDS = 1.0
 

@@ -37,7 +37,10 @@ settings.load_profile(PROFILE)
 SUBPROCESS_REOPENS = {"ci": 3, "dev": 20}.get(PROFILE, 3)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CORPUS = PROJECT_ROOT.parent / "shared" / "corpus"
+# The recorded sessions of ../shared/corpus/, copied byte for byte (test_corpus_copy.py checks that),
+# so the suite runs from any clone.
+CORPUS = PROJECT_ROOT / "fixtures" / "corpus"
+SHARED_CORPUS = PROJECT_ROOT.parent / "shared" / "corpus"
 PYTHON = sys.executable
 
 
