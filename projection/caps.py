@@ -8,21 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-import msgspec
-
-
-class ProviderCaps(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What the provider of a session accepts.
-
-    `supports_media=False` renders every image and document as a short text placeholder.
-    `requires_signed_reasoning=True` means reasoning that carries a signature must be sent back
-    whole: no directive may shorten it.
-    """
-
-    provider: str = "neutral"
-    supports_media: bool = True
-    requires_signed_reasoning: bool = True
-
+from transcript.model import ProviderCaps as ProviderCaps
 
 NEUTRAL: Final = ProviderCaps()
 KNOWN_PROVIDERS: Final = {

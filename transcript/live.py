@@ -13,10 +13,12 @@ import msgspec
 
 from planner.config import CompactConfig
 from projection.caps import NEUTRAL, ProviderCaps
+from projection.digest import digest_view
 from projection.view import View
 from transcript.errors import InvalidMessage, StoreCorrupted
 from transcript.liveview import LiveView
 from transcript.model import (
+    CapsSet,
     CompactionRecorded,
     Entry,
     Event,
@@ -26,6 +28,7 @@ from transcript.model import (
     ToolCall,
     ToolResult,
     TranscriptSnapshot,
+    ViewServed,
     apply_mark,
 )
 from transcript.results import CompactResult
@@ -45,6 +48,8 @@ class LiveSession:
         self.turn_starts: list[int] = []
         self.rendered = LiveView(caps)
         self.results: list[tuple[int, CompactResult]] = []
+        self.served: list[str] = []
+        self.served_version = 0
 
     # --- applying what the log says ----------------------------------------------------------------
 
@@ -108,9 +113,33 @@ class LiveSession:
             self.mark(event)
         elif isinstance(event, CompactionRecorded):
             self.results.append((version, event.result))
+        elif isinstance(event, CapsSet):
+            self.rendered.set_caps(event.caps)
+        elif isinstance(event, ViewServed):
+            apply_served(self.served, event)
+            self.served_version = version
         self.version = version
 
     # --- what callers read -------------------------------------------------------------------------
+
+    @property
+    def caps(self) -> ProviderCaps:
+        """The provider capabilities the view renders with."""
+        return self.rendered.caps
+
+    def served_record(self, view: View) -> ViewServed:
+        """The record of serving `view` now: its hash and the digests changed since the last record."""
+        if view.source in ("persisted", "canonical"):
+            view_hash, length, changed = self.rendered.digest()
+            if changed is None or self.served_version != self.rendered.recorded_at:
+                changed = _changed(self.rendered.digests(), self.served)
+        else:
+            view_hash, all_digests = digest_view(view.messages)
+            length = len(all_digests)
+            changed = _changed(all_digests, self.served)
+        return ViewServed(
+            view_hash=view_hash, length=length, tokens=view.tokens, source=view.source, changed=tuple(changed)
+        )
 
     def view(self, config: CompactConfig) -> View:
         """The model view (SPEC §5), kept incrementally; `config` is used only to rebuild a broken one."""
@@ -172,3 +201,19 @@ def _pending_after(pending: dict[str, str], message: Message) -> dict[str, str]:
 
 def _names(pending: Mapping[str, str]) -> str:
     return ", ".join(repr(call_id) for call_id in pending) or "none"
+
+
+def apply_served(served: list[str], record: ViewServed) -> None:
+    """The digests of the last served view, after one more record (in place)."""
+    del served[record.length :]
+    for position, digest in record.changed:
+        if position < len(served):
+            served[position] = digest
+        else:
+            served.extend([""] * (position - len(served)))
+            served.append(digest)
+
+
+def _changed(digests: Sequence[str], served: Sequence[str]) -> list[tuple[int, str]]:
+    """Positions whose digest differs from the last served view (a full comparison)."""
+    return [(i, d) for i, d in enumerate(digests) if i >= len(served) or served[i] != d]

@@ -15,6 +15,7 @@ import msgspec
 from planner.config import CompactConfig
 from planner.micro import plan_micro
 from projection.caps import NEUTRAL, ProviderCaps
+from projection.digest import chunk_hash, combine, message_digest
 from projection.directives import (
     PROJECTION_REBUILT,
     RENDER_FAILED,
@@ -44,6 +45,11 @@ class LiveView:
         self._with_directive = 0
         self._problems: dict[str, Invalid] = {}
         self._cached: View | None = None
+        self._digests: list[str] = []
+        self._stale: set[int] | None = set()
+        self._chunk_hashes: list[str | None] = []
+        self._unrecorded: set[int] | None = set()
+        self.recorded_at = 0
 
     def set_caps(self, caps: ProviderCaps) -> None:
         """Render with other provider caps from now on (the whole view renders again)."""
@@ -64,6 +70,7 @@ class LiveView:
         self._shown.append(entry.message)
         self._counts.append(0)
         self._directed.append(False)
+        self._digests.append("")
         self._render_at(len(self._order) - 1)
 
     def marked(self, before: Entry, after: Entry) -> None:
@@ -121,10 +128,48 @@ class LiveView:
         self._order = None
         self._cached = None
 
+    def digest(self) -> tuple[str, int, list[tuple[int, str]] | None]:
+        """The current view's hash, its length, and the digests changed since `recorded()`.
+
+        Only messages rendered since the last call are hashed again, and only their chunks. The
+        changes are None when they are not known (the whole view was rebuilt): compare in full.
+        """
+        stale = range(len(self._shown)) if self._stale is None else sorted(self._stale)
+        for index in stale:
+            if index < len(self._shown):
+                self._digests[index] = message_digest(self._shown[index])
+        self._stale = set()
+        count = -(-len(self._shown) // CHUNK)
+        del self._chunk_hashes[count:]
+        self._chunk_hashes.extend([None] * (count - len(self._chunk_hashes)))
+        hashes = [
+            cached or chunk_hash(self._digests[index * CHUNK : (index + 1) * CHUNK])
+            for index, cached in enumerate(self._chunk_hashes)
+        ]
+        self._chunk_hashes = list(hashes)
+        view_hash = combine(hashes, len(self._shown))
+        if self._unrecorded is None:
+            return view_hash, len(self._shown), None
+        changed = [(i, self._digests[i]) for i in sorted(self._unrecorded) if i < len(self._shown)]
+        return view_hash, len(self._shown), changed
+
+    def digests(self) -> list[str]:
+        """Every message digest of the current view (valid after `digest()`)."""
+        return self._digests
+
+    def recorded(self, version: int) -> None:
+        """The current view was recorded as event `version`: changes count from here."""
+        self._unrecorded = set()
+        self.recorded_at = version
+
     def _reorder(self, entries: Sequence[Entry]) -> None:
         order = canonical_order(entries)
         self._order = order
         self._chunks = []
+        self._digests = [""] * len(order)
+        self._stale = None
+        self._chunk_hashes = []
+        self._unrecorded = None
         self._shown = [entry.message for entry in order]
         self._counts = [entry.token_count for entry in order]
         self._directed = [False] * len(order)
@@ -156,6 +201,12 @@ class LiveView:
         self._shown[index] = message
         if index // CHUNK < len(self._chunks):
             self._chunks[index // CHUNK] = None
+        if index // CHUNK < len(self._chunk_hashes):
+            self._chunk_hashes[index // CHUNK] = None
+        if self._stale is not None:
+            self._stale.add(index)
+        if self._unrecorded is not None:
+            self._unrecorded.add(index)
         self._counts[index] = count
         self._directed[index] = directive is not None
 

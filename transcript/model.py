@@ -492,6 +492,19 @@ class MessageMarked(_Event, tag="message_marked", frozen=True):
     projection: ProjectionDirective | None = None
 
 
+class ProviderCaps(_Value, frozen=True):
+    """What the provider of a session accepts (`projection.caps` names the known ones).
+
+    `supports_media=False` renders every image and document as a short text placeholder.
+    `requires_signed_reasoning=True` means reasoning that carries a signature must be sent back
+    whole: no directive may shorten it.
+    """
+
+    provider: str = "neutral"
+    supports_media: bool = True
+    requires_signed_reasoning: bool = True
+
+
 class SessionStarted(_Event, tag="session_started", frozen=True):
     """Where a session came from: a title, the file it was imported from, the call that spawned it."""
 
@@ -508,7 +521,37 @@ class CompactionRecorded(_Event, tag="compaction_recorded", frozen=True):
     result: CompactResult
 
 
-Event: TypeAlias = MessageAppended | MessageMarked | SessionStarted | CompactionRecorded
+class CapsSet(_Event, tag="caps_set", frozen=True):
+    """The provider capabilities the session's views render with from here on."""
+
+    caps: ProviderCaps
+
+
+class ForkedFrom(_Event, tag="forked_from", frozen=True):
+    """This session began as a copy of another's log up to one of its points."""
+
+    parent_session_id: str
+    point: int
+
+
+class ViewServed(_Event, tag="view_served", frozen=True):
+    """A view was sent to a model: its hash, and the per-message hashes that changed since the
+    previous record (`changed` as `(position, digest)`; positions from `length` on were dropped).
+
+    Never inside a body: the record is its own small event, so replay can check, point by point, that
+    it renders what was served, and name the first message that drifted.
+    """
+
+    view_hash: str
+    length: int
+    tokens: int
+    source: str
+    changed: tuple[tuple[int, str], ...] = ()
+
+
+Event: TypeAlias = (
+    MessageAppended | MessageMarked | SessionStarted | CompactionRecorded | CapsSet | ForkedFrom | ViewServed
+)
 
 EVENT_ENCODER: Final = msgspec.json.Encoder()
 EVENT_DECODER: Final = msgspec.json.Decoder(Event)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from planner.config import CompactConfig
 from projection.view import View
@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from transcript.state import SessionState
     from transcript.summary import Summarizer
 from transcript.store import PreparedMessage, Store
+
+# How often recording a served view retries when another writer moves the session on meanwhile.
+_RECORD_ATTEMPTS: Final = 3
 
 
 def check_session_id(session_id: object) -> None:
@@ -228,16 +231,34 @@ class Transcript:
         self._sync()
         return self._live.snapshot()
 
-    def visible_messages(self) -> View:
+    def visible_messages(self, *, record: bool = False) -> View:
         """The exact view to send to the model now (SPEC §5).
 
         Excluded messages are left out, summaries shown at their anchors, and every message rendered
         under its persisted directive (`source="persisted"`; `"canonical"` when there is none). A
         directive this release cannot trust is never guessed at: the view is rebuilt in memory
         (`"rebuilt"`, with diagnostics saying so) or falls back to the canonical one (`"fallback"`).
+
+        `record=True` also records that this view is being served (its hash and the per-message
+        hashes that changed since the last record) as a small event of its own, so `transcript
+        replay --verify` can later prove what the model was sent.
         """
         self._sync()
-        return self._live.view(self.config)
+        if not record:
+            return self._live.view(self.config)
+        for _ in range(_RECORD_ATTEMPTS):
+            view = self._live.view(self.config)
+            served = self._live.served_record(view)
+            try:
+                version, _ = self.store.write(self.session_id, self._live.version, [served])
+            except ConflictError:
+                self._sync(force=True)
+                continue
+            self._live.apply(version, served, {})
+            self._live.rendered.recorded(version)
+            self._seen = self.store.written_at
+            return view
+        raise ConflictError(f"session {self.session_id!r} kept changing while its view was being recorded")
 
     def stored_messages(self) -> list[Message]:
         """The session's full history, every body exactly as stored, in `seq` order."""
