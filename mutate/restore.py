@@ -1,4 +1,4 @@
-"""The one protected function that copies a session's log: restore of an exported state (and fork).
+"""The protected functions that copy a session's log: restore of an exported state, and fork.
 
 It is the only other writer of marks and compaction records besides the compaction steps: the events
 are copied as they are, in order, through `transcript.flagwrite`, into a session that does not exist
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from transcript.errors import ConflictError, InvalidMessage
 from transcript.flagwrite import copy_log
-from transcript.model import MessageAppended
+from transcript.model import Event, ForkedFrom, MessageAppended, ViewServed
 from transcript.state import SessionState
 from transcript.store import PreparedMessage, SessionWrite, Store
 
@@ -44,3 +44,26 @@ def restore_session(store: Store, state: SessionState, session_id: str | None = 
                 )
     copy_log(store, [SessionWrite(target, 0, [e.event for e in state.events], bodies)])
     return target
+
+
+def fork_session(store: Store, parent_id: str, point: int | None, session_id: str) -> str:
+    """A new session whose log starts as the parent's up to `point` (its whole log when None).
+
+    The bodies are shared; the parent's marks, directives and compaction records up to the point are
+    copied, so the fork's view at its start is the parent's view at that point. Served-view records
+    are not copied (they attest the parent's model calls). The parent is never written.
+    """
+    if store.has_session(session_id):
+        raise ConflictError(f"session {session_id!r} already exists in {store.path}; fork into a new id")
+    records, stored = store.read_log(parent_id, point)
+    head = records[-1].version if records else 0
+    if not records or (point is not None and head < point):
+        raise InvalidMessage(f"session {parent_id!r} has no point {point}")
+    bodies: dict[str, PreparedMessage] = {}
+    for message_id, body in stored.items():
+        prepared = store.prepare(body.message, count=False)
+        bodies[message_id] = prepared._replace(tokens=body.tokens)
+    events: list[Event] = [ForkedFrom(parent_session_id=parent_id, point=head)]
+    events.extend(r.event for r in records if not isinstance(r.event, ViewServed))
+    copy_log(store, [SessionWrite(session_id, 0, events, bodies)])
+    return session_id

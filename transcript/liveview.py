@@ -153,6 +153,10 @@ class LiveView:
         changed = [(i, self._digests[i]) for i in sorted(self._unrecorded) if i < len(self._shown)]
         return view_hash, len(self._shown), changed
 
+    def counts(self) -> list[int]:
+        """The token counts of the rendered messages, in view order (a copy)."""
+        return list(self._counts)
+
     def digests(self) -> list[str]:
         """Every message digest of the current view (valid after `digest()`)."""
         return self._digests

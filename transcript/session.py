@@ -18,15 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from planner.config import CompactConfig
+from projection.caps import caps_for
 from projection.view import View
 from transcript.errors import ConflictError, DuplicateMessage, InvalidSession
 from transcript.hashing import body_hash
 from transcript.live import LiveSession
 from transcript.model import (
     INTERRUPTED_RESULT as INTERRUPTED_RESULT,
+    CapsSet,
     Entry,
     Message,
     MessageAppended,
+    ProviderCaps,
     TranscriptSnapshot,
 )
 from transcript.results import CompactResult
@@ -67,6 +70,7 @@ class Transcript:
         config: CompactConfig | None = None,
         summarizer: Summarizer | None = None,
         reinject: Reinject | None = None,
+        provider: str | ProviderCaps | None = None,
     ) -> None:
         check_session_id(session_id)
         self.store = store
@@ -80,6 +84,8 @@ class Transcript:
         self._live = LiveSession(session_id, store.tokenizer)
         self._load()
         self._drained = len(self._live.results)
+        if provider is not None:
+            self.set_provider(provider)
 
     @classmethod
     def open(
@@ -260,6 +266,12 @@ class Transcript:
             return view
         raise ConflictError(f"session {self.session_id!r} kept changing while its view was being recorded")
 
+    def view_message_tokens(self) -> list[int]:
+        """Token counts of the current view's messages, in view order (empty for a rebuilt view)."""
+        view = self.visible_messages()
+        counts = self._live.rendered.counts()
+        return counts if len(counts) == len(view) and view.source in ("persisted", "canonical") else []
+
     def stored_messages(self) -> list[Message]:
         """The session's full history, every body exactly as stored, in `seq` order."""
         self._sync()
@@ -360,6 +372,23 @@ class Transcript:
 
         chosen = result or self.latest_compact_result()
         return continuation_prompt(chosen) if chosen is not None else ""
+
+    def set_provider(self, provider: str | ProviderCaps) -> None:
+        """Render this session's views for a provider from now on; recorded as an event when it changes,
+        so replay renders every point with the capabilities in force then."""
+        caps = caps_for(provider)
+        self._sync()
+        if caps == self._live.caps:
+            return
+        event = CapsSet(caps=caps)
+        version, _ = self.store.write(self.session_id, self._live.version, [event])
+        self._live.apply(version, event, {})
+        self._seen = self.store.written_at
+
+    @property
+    def caps(self) -> ProviderCaps:
+        """The provider capabilities the view renders with."""
+        return self._live.caps
 
     def export_state(self) -> SessionState:
         """The session's whole log and bodies as a portable document (`Store.restore` reads it)."""

@@ -212,6 +212,23 @@ class Store:
 
         return self.session(restore_session(self, state, session_id), **settings)
 
+    def fork(
+        self, session_id: str, *, at: int | str = "last", new_session_id: str | None = None, **settings: Any
+    ) -> Transcript:
+        """A new session that starts as `session_id` was at point `at` ("last" or a version).
+
+        Bodies are shared, the parent's marks up to that point are copied, and the fork's own
+        compactions never touch the parent. `new_session_id` defaults to `<parent>@<point>`.
+        """
+        from mutate.restore import fork_session
+
+        point = None if at == "last" else int(at)
+        head = self.head(session_id)[0]
+        if head == 0:
+            raise SessionNotFound(f"no session {session_id!r} in {self.path}")
+        target = new_session_id or f"{session_id}@{point if point is not None else head}"
+        return self.session(fork_session(self, session_id, point, target), **settings)
+
     # --- reads -------------------------------------------------------------------------------------
 
     def head(self, session_id: str) -> tuple[int, str]:
