@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from transcript.results import BreakerState, CompactResult
-from transcript.summary import latest_goal
+from transcript.summary import clip, latest_goal
 
 if TYPE_CHECKING:
     from transcript.session import Transcript
@@ -79,7 +79,7 @@ def status_of(transcript: Transcript) -> Status:
         visible_messages=len(view),
         view_tokens=view.tokens,
         stored_tokens=sum(entry.token_count for entry in snapshot.entries),
-        goal=goal or latest_goal([entry.message for entry in snapshot.entries]),
+        goal=clip(goal or latest_goal([entry.message for entry in snapshot.entries]), 300),
         last_outcome=last.outcome if last else None,
         last_strategy=last.strategy if last else None,
         rounds=len(results),

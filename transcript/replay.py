@@ -18,7 +18,7 @@ from projection.digest import digest_view
 from projection.view import View
 from transcript.errors import SessionNotFound, TranscriptError
 from transcript.live import LiveSession, apply_served
-from transcript.model import CompactionRecorded, MessageAppended, ViewServed
+from transcript.model import CompactionRecorded, MessageAppended, MessageMarked, ViewServed
 from transcript.results import CompactResult
 from transcript.store import LogRecord, Store, StoredBody
 
@@ -69,6 +69,8 @@ class Replayer:
         self.live = LiveSession(session_id, store.tokenizer)
         self.config = CompactConfig()
         self._stored_tokens = 0
+        self._excluded: list[int] = []
+        self._summary: tuple[int, str | None] | None = None
 
     @property
     def head(self) -> int:
@@ -91,8 +93,31 @@ class Replayer:
             body = self._body(event)
             self._stored_tokens += sum(body.tokens)
             self.live.apply(record.version, event, {event.message_id: body})
+            if body.message.kind == "summary":
+                anchor = body.message.anchor
+                self._summary = (event.seq, self._seq_of(anchor) if anchor else None)
         else:
+            if isinstance(event, MessageMarked) and event.excluded:
+                seq = self._seq_of(event.message_id)
+                if seq is not None:
+                    self._excluded.append(int(seq))
             self.live.apply(record.version, event, {})
+
+    def _seq_of(self, message_id: str) -> str | None:
+        position = self.live.positions.get(message_id)
+        return None if position is None else str(position)
+
+    def full_change(self) -> str:
+        """What the full compaction folded since the last call said: excluded range, summary, anchor."""
+        parts = []
+        if self._excluded:
+            low, high = min(self._excluded), max(self._excluded)
+            parts.append(f"seq {low}–{high} excluded" if low != high else f"seq {low} excluded")
+        if self._summary is not None:
+            seq, anchor = self._summary
+            parts.append(f"summary (seq {seq})" + (f" anchored before seq {anchor}" if anchor else ""))
+        self._excluded, self._summary = [], None
+        return ", ".join(parts)
 
     def _body(self, event: MessageAppended) -> StoredBody:
         body = self.bodies.get(event.message_id)
@@ -127,7 +152,11 @@ def timeline(store: Store, session_id: str) -> list[Point]:
             points.append(replayer.point("model-call", _since(points, replayer)))
         replayer.apply(record)
         if isinstance(record.event, CompactionRecorded):
-            points.append(replayer.point("compact", describe(record.event.result), record.event.result))
+            result = record.event.result
+            change = describe(result)
+            if result.strategy and result.strategy != "tool-result-micro":
+                change = f"{result.strategy}: {replayer.full_change()} (-{result.saved_tokens:,} tok)"
+            points.append(replayer.point("compact", change, result))
     return points
 
 

@@ -1,0 +1,123 @@
+"""Output of the command line: data as exact JSON, or text that stored content can never drive.
+
+Stored text is untrusted: a tool result may hold escape sequences that would retitle the terminal,
+clear it or move the cursor. Text output shows every control character (and bidirectional override)
+escaped, keeping only newlines and tabs; JSON output stays exact, since JSON escapes them itself.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+import click
+import msgspec
+
+from transcript.model import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    RedactedReasoningPart,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
+
+FORMATS: Final = ("text", "json", "jsonl")
+_KEEP: Final = frozenset("\n\t")
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+def safe(text: str) -> str:
+    """The text with every control and format character shown as an escape (newline and tab kept)."""
+    if text.isprintable():
+        return text
+    out = []
+    for char in text:
+        if char in _KEEP or char.isprintable() or (char == " "):
+            out.append(char)
+        elif unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def to_builtins(value: Any) -> Any:
+    """Plain JSON-ready data from msgspec structs and containers."""
+    return msgspec.to_builtins(value)
+
+
+def emit(data: Any, fmt: str, *, text: Iterable[str] | None = None) -> None:
+    """Write data to stdout as `json` (one document), `jsonl` (one line per row) or text lines."""
+    if fmt == "json":
+        click.echo(_ENCODER.encode(to_builtins(data)).decode())
+    elif fmt == "jsonl":
+        rows = data if isinstance(data, (list, tuple)) else [data]
+        for row in rows:
+            click.echo(_ENCODER.encode(to_builtins(row)).decode())
+    else:
+        for line in text if text is not None else [str(data)]:
+            click.echo(line)
+
+
+def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> list[str]:
+    """Rows as aligned text columns (numbers right-aligned, text left), every cell made safe."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [len(h) for h in header]
+    for row in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    numeric = [
+        all(isinstance(row[i], (int, float)) for row in rows) if rows else False for i in range(len(header))
+    ]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)
+        ).rstrip()
+
+    return [line(list(header)), *(line(row) for row in cells)]
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if value is None:
+        return ""
+    return safe(str(value)).replace("\n", "⏎")
+
+
+def message_lines(message: Message, *, position: int | None = None, tokens: int | None = None) -> list[str]:
+    """A message as text for a terminal: a header line, then its parts, every character made safe."""
+    label = message.role if message.kind == "message" else f"{message.role} ({message.kind})"
+    head = f"[{position}] " if position is not None else ""
+    size = f"  {tokens:,} tok" if tokens is not None else ""
+    lines = [f"{head}{label}  {safe(message.id)}{size}"]
+    for part in message.parts:
+        lines.extend("    " + line for line in part_text(part).split("\n"))
+    return lines
+
+
+def part_text(part: Part) -> str:
+    """One part as safe text."""
+    if isinstance(part, TextPart):
+        return safe(part.text)
+    if isinstance(part, ToolCall):
+        return f"→ {safe(part.name)}({safe(part.arguments)})  id={safe(part.id)}"
+    if isinstance(part, ToolResult):
+        status = " error" if part.is_error else ""
+        return f"← {safe(part.name or '')} result{status} for {safe(part.call_id)}:\n{safe(part.text)}"
+    if isinstance(part, ReasoningPart):
+        signed = " (signed)" if part.signature else ""
+        return f"(reasoning{signed}) {safe(part.text)}"
+    if isinstance(part, RedactedReasoningPart):
+        return f"(redacted reasoning, {len(part.data):,} chars)"
+    if isinstance(part, (ImagePart, DocumentPart)):
+        return f"({part.kind}: {safe(part.media_type)}, {len(part.data):,} base64 chars)"
+    return f"({part.kind})"
