@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -29,15 +28,14 @@ def test_demo_prints_a_timeline_in_which_compaction_happens(db_path: Path) -> No
     assert verify(db_path).ok
 
 
-def test_demo_runs_as_the_installed_script_in_seconds(tmp_path: Path) -> None:
+def test_demo_runs_as_the_installed_script_on_the_environments_store(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "transcript"
     env = {"TRANSCRIPT_DB": str(tmp_path / "env.db"), "PATH": "/usr/bin:/bin"}
-    start = time.monotonic()
     out = subprocess.run(
         [str(script), "demo"], capture_output=True, text=True, cwd=tmp_path, env=env, check=True
     )
     assert "compact" in out.stdout and (tmp_path / "env.db").exists()
-    assert time.monotonic() - start < 60  # "in seconds": a generous bound, not a benchmark
+    assert "session demo-" in out.stderr
 
 
 def test_demo_reports_a_store_error_without_a_traceback(tmp_path: Path) -> None:
