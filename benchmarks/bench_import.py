@@ -30,32 +30,14 @@ from transcript.formats import parse  # noqa: E402
 from transcript.formats.base import ParsedSession  # noqa: E402
 from transcript.importing import import_sessions  # noqa: E402
 from transcript.model import encode_message  # noqa: E402
-from transcript.tokens import CL100K, TokenCounter, get_counter  # noqa: E402
+from transcript.tokens import CL100K, get_counter  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_store import TimedCounter, _remove  # noqa: E402
 
 CORPUS_FILE = ROOT / "fixtures" / "corpus" / "claude-code_ccviewer_fe5e1c67.jsonl"
 FORMAT = "claude-code"
 DB_TARGET_SECONDS = 1.0
-
-
-class TimedCounter:
-    """Wraps the real counter to add up the time spent tokenizing."""
-
-    def __init__(self, inner: TokenCounter) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.seconds = 0.0
-
-    def count(self, text: str) -> int:
-        start = time.perf_counter()
-        try:
-            return self.inner.count(text)
-        finally:
-            self.seconds += time.perf_counter() - start
-
-
-def _remove(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def library_run(source: Path, db: Path, tokenizer: str) -> dict[str, float]:

@@ -46,22 +46,21 @@ def attempts(request: SummaryRequest) -> Steps[Attempts]:
 
 def drive(steps: Steps[T], summarizer: Summarizer) -> T:
     """Run steps with a synchronous summarizer."""
+
+    def ask(request: SummaryRequest) -> object:
+        answer = summarizer(request)
+        if inspect.isawaitable(answer):
+            close = getattr(answer, "close", None)
+            if close is not None:
+                close()
+            raise TypeError("this summarizer is async: use `await transcript.acompact(...)`")
+        return answer
+
     try:
         request = next(steps)
         while True:
-            reply: Reply
             try:
-                answer = summarizer(request)
-                if inspect.isawaitable(answer):
-                    close = getattr(answer, "close", None)
-                    if close is not None:
-                        close()
-                    raise TypeError("this summarizer is async: use `await transcript.acompact(...)`")
-                reply = (
-                    answer
-                    if isinstance(answer, str)
-                    else TypeError(f"summarizer returned {type(answer).__name__}")
-                )
+                reply = _as_reply(ask(request))
             except Exception as error:
                 reply = error
             request = steps.send(reply)
@@ -71,21 +70,23 @@ def drive(steps: Steps[T], summarizer: Summarizer) -> T:
 
 async def adrive(steps: Steps[T], summarizer: Summarizer) -> T:
     """Run steps with a summarizer that may be async."""
+
+    async def ask(request: SummaryRequest) -> object:
+        answer = summarizer(request)
+        return await answer if inspect.isawaitable(answer) else answer
+
     try:
         request = next(steps)
         while True:
-            reply: Reply
             try:
-                answer = summarizer(request)
-                if inspect.isawaitable(answer):
-                    answer = await answer
-                reply = (
-                    answer
-                    if isinstance(answer, str)
-                    else TypeError(f"summarizer returned {type(answer).__name__}")
-                )
+                reply = _as_reply(await ask(request))
             except Exception as error:
                 reply = error
             request = steps.send(reply)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+def _as_reply(answer: object) -> Reply:
+    """A summarizer's answer as a reply: its text, or an error when it returned something else."""
+    return answer if isinstance(answer, str) else TypeError(f"summarizer returned {type(answer).__name__}")
