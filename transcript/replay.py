@@ -174,8 +174,7 @@ def describe(result: CompactResult) -> str:
     if result.strategy == "tool-result-micro":
         return f"{result.strategy}: {result.compacted_count} results truncated (-{saved:,} tok)"
     if result.strategy:
-        summarized = result.items_before - result.items_after + 1
-        detail = f"{result.strategy}: {summarized} messages summarized (-{saved:,} tok)"
+        detail = f"{result.strategy}: {result.delta_count} messages summarized (-{saved:,} tok)"
         if result.fallback_used:
             detail += ", local summary"
         return detail
