@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from projection.view import Diagnostic as Diagnostic, View as View
+    from transcript.checkpoint import Checkpoint as Checkpoint
+    from transcript.continuation import Status as Status
     from transcript.errors import (
         ConflictError as ConflictError,
         DuplicateMessage as DuplicateMessage,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
         Message as Message,
         MessageFlags as MessageFlags,
         ProjectionDirective as ProjectionDirective,
+        ProviderCaps as ProviderCaps,
         ReasoningPart as ReasoningPart,
         RedactedReasoningPart as RedactedReasoningPart,
         TextPart as TextPart,
@@ -44,11 +47,26 @@ if TYPE_CHECKING:
         ToolResult as ToolResult,
         TranscriptSnapshot as TranscriptSnapshot,
     )
+    from transcript.results import CompactResult as CompactResult
     from transcript.session import Transcript as Transcript
+    from transcript.state import SessionState as SessionState
     from transcript.store import SessionInfo as SessionInfo, Store as Store
+    from transcript.summary import (
+        LocalSummarizer as LocalSummarizer,
+        PromptTooLong as PromptTooLong,
+        SummaryRequest as SummaryRequest,
+    )
     from transcript.verify import VerifyReport as VerifyReport, verify as verify
 
 _EXPORTS = {
+    "ProviderCaps": "transcript.model",
+    "Status": "transcript.continuation",
+    "SessionState": "transcript.state",
+    "LocalSummarizer": "transcript.summary",
+    "PromptTooLong": "transcript.summary",
+    "SummaryRequest": "transcript.summary",
+    "Checkpoint": "transcript.checkpoint",
+    "CompactResult": "transcript.results",
     "Diagnostic": "projection.view",
     "View": "projection.view",
     "ConflictError": "transcript.errors",
@@ -89,6 +107,8 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "Checkpoint",
+    "CompactResult",
     "ConflictError",
     "Diagnostic",
     "DirectiveEntry",
@@ -100,22 +120,28 @@ __all__ = [
     "ImportReport",
     "InvalidMessage",
     "InvalidSession",
+    "LocalSummarizer",
     "Message",
     "MessageFlags",
     "PendingToolCalls",
     "ProjectionDirective",
+    "PromptTooLong",
+    "ProviderCaps",
     "ReasoningPart",
     "RedactedReasoningPart",
     "SchemaError",
     "SessionInfo",
     "SessionNotFound",
     "SessionReport",
+    "SessionState",
+    "Status",
     "Store",
     "StoreCorrupted",
     "StoreFull",
     "StoreLocked",
     "StoreReadOnly",
     "StoreUnavailable",
+    "SummaryRequest",
     "TextPart",
     "TokenizerUnavailable",
     "ToolCall",

@@ -16,7 +16,7 @@ from typing import Final, Protocol
 
 import msgspec
 
-from transcript.checkpoint import Checkpoint, merge, to_json
+from transcript.checkpoint import CHECKPOINT_JSON_SCHEMA_HINT, Checkpoint, merge, to_json
 from transcript.errors import TranscriptError
 from transcript.model import Message, TextPart, ToolCall, ToolResult
 
@@ -80,6 +80,24 @@ class Summarizer(Protocol):
     """Turns a request into checkpoint text (JSON or markdown); may be sync or async."""
 
     def __call__(self, request: SummaryRequest, /) -> str | Awaitable[str]: ...
+
+
+def prompt_text(request: SummaryRequest) -> str:
+    """The user prompt a text model summarizer sends: previous checkpoint, split-turn prefix, history."""
+    size = f"Return the checkpoint as JSON, at most about {request.max_output_tokens} tokens."
+    sections = [f"{size}\n{CHECKPOINT_JSON_SCHEMA_HINT}"]
+    if request.previous_checkpoint is not None:
+        sections.append(
+            f"Previous checkpoint (update it with what follows):\n{to_json(request.previous_checkpoint)}"
+        )
+    if request.goal_hint:
+        sections.append(f"The user's latest goal: {clip(request.goal_hint, ITEM_CLIP_CHARS)}")
+    if request.turn_prefix:
+        sections.append(
+            f"The current turn began before the cut (it is work in progress):\n{request.turn_prefix}"
+        )
+    sections.append(f"Conversation to summarize, oldest first:\n{request.conversation}")
+    return "\n\n".join(sections)
 
 
 def clip(text: str, limit: int) -> str:
