@@ -49,7 +49,7 @@ def raw_counts(path: Path) -> tuple[int, int, int]:
     each gets one synthetic result, so messages = entries + unanswered calls.
     """
     history = json.loads(path.read_text(encoding="utf-8"))["history"]
-    unanswered, waiting = 0, []
+    unanswered, waiting = 0, list[str]()
     for entry in [*history, {"role": "end"}]:
         if entry["role"] == "tool" and entry["tool_call_ids"][0] in waiting:
             waiting.remove(entry["tool_call_ids"][0])

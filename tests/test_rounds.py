@@ -10,6 +10,7 @@ import transcript.liveview as liveview
 from mutate import micro_compact
 from planner import CompactConfig, plan_micro
 from projection import CORRUPTED_PROJECTION, DIRECTIVE_ID_MISMATCH, PROJECTION_REBUILT, RENDER_FAILED
+from projection.render import render_entry
 from transcript import ConflictError, Message, Store, ToolCall, Transcript, verify
 from transcript.flagwrite import write_marks
 from transcript.model import DirectiveEntry, MessageMarked, ProjectionDirective
@@ -106,7 +107,7 @@ def test_a_round_re_renders_only_the_messages_it_truncates(
 ) -> None:
     session.visible_messages()
     calls: list[str] = []
-    original = liveview.render_entry
+    original = render_entry
 
     def counting(entry, directive, caps):  # type: ignore[no-untyped-def]
         calls.append(entry.message.id)
