@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from transcript import InvalidMessage, Message, ToolCall
+from transcript.codec import decode_message, normalize_message
 from transcript.hashing import body_hash
 from transcript.model import (
     NO_FLAGS,
@@ -22,10 +23,8 @@ from transcript.model import (
     TextPart,
     ToolResult,
     apply_mark,
-    decode_message,
     fold_marks,
     new_message_id,
-    normalize_message,
 )
 
 UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")

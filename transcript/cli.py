@@ -76,7 +76,7 @@ def pick_session(store: Store, session_id: str | None) -> str:
         return sessions[0].session_id
     if not sessions:
         raise click.ClickException(f"{store.path} holds no session")
-    names = ", ".join(s.session_id for s in sessions[:10]) + (", ..." if len(sessions) > 10 else "")
+    names = ", ".join(safe(s.session_id) for s in sessions[:10]) + (", ..." if len(sessions) > 10 else "")
     raise click.UsageError(f"{store.path} holds {len(sessions)} sessions; pick one with --session ({names})")
 
 
@@ -159,6 +159,8 @@ def show(db_path: str | None, session_id: str | None, stored: bool, point: str |
     """Show a session: its current model view (or the stored history), message by message."""
     from transcript.replay import view_at
 
+    if stored and point is not None:
+        raise click.UsageError("--stored shows the whole history; it takes no --at")
     with open_store(db_path, readonly=True) as store:
         sid = pick_session(store, session_id)
         if stored:
@@ -248,11 +250,14 @@ def parse_point(point: str | None) -> int | Literal["last"]:
     if point is None or point == "last":
         return "last"
     try:
-        return int(point)
+        value = int(point)
     except ValueError:
+        value = 0
+    if value < 1:
         raise click.BadParameter(
-            f"{point!r} is neither a version number nor 'last'", param_hint="--at"
-        ) from None
+            f"{point!r} is neither a version number (1 or more) nor 'last'", param_hint="--at"
+        )
+    return value
 
 
 def main() -> None:

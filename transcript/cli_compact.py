@@ -25,6 +25,7 @@ _RESULT_FIELDS = (
     "irreducible_tokens",
     "estimated_saved_tokens",
     "compacted_count",
+    "compacted_ids",
     "delta_count",
     "checkpoint_reused",
     "fallback_used",

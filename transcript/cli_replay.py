@@ -71,6 +71,8 @@ def replay_command(
     """
     if sum(bool(x) for x in (at, diff, check)) > 1:
         raise click.UsageError("use one of --at, --diff and --verify")
+    if wire != "neutral" and not at:
+        raise click.UsageError("--wire renders one view: use it with --at")
     with open_store(db_path, readonly=True) as store:
         sid = pick_session(store, session_id)
         if check:
@@ -178,6 +180,11 @@ def simulate(
 def _simulate(
     store: Store, parsed: list[Any], budget: int, config: CompactConfig, prefix: str
 ) -> list[Replay]:
+    taken = [f"{prefix}{s.session_id}" for s in parsed if store.has_session(f"{prefix}{s.session_id}")]
+    if taken:
+        raise click.ClickException(
+            f"session {taken[0]!r} already exists in {store.path}; use --prefix or --db"
+        )
     runs = []
     # On a terminal a progress bar; otherwise click prints only the label, to stderr.
     with click.progressbar(parsed, label="simulating", file=sys.stderr) as bar:

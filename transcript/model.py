@@ -10,16 +10,14 @@ of what is already stored.
 from __future__ import annotations
 
 import math
-import os
-import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
 from transcript.errors import InvalidMessage
+from transcript.ids import new_message_id as new_message_id, utc_now as utc_now
 from transcript.results import CompactResult
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
@@ -158,45 +156,6 @@ _ALLOWED_PARTS: Final[dict[str, tuple[type[_Part], ...]]] = {
 }
 
 
-def utc_now() -> datetime:
-    """The current time, timezone-aware, in UTC."""
-    return datetime.now(UTC)
-
-
-class _IdClock:
-    """UUIDv7 source: 48-bit milliseconds, then a counter that keeps ids in one process ordered."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last_ms = 0
-        self._counter = 0
-
-    def next(self) -> str:
-        with self._lock:
-            ms = time.time_ns() // 1_000_000
-            if ms > self._last_ms:
-                self._last_ms = ms
-                self._counter = int.from_bytes(os.urandom(2), "big") & 0x7FF
-            else:
-                self._counter += 1
-                if self._counter > 0xFFF:
-                    self._last_ms += 1
-                    self._counter = 0
-            ms = self._last_ms
-            rand_b = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
-            value = (ms << 80) | (0x7 << 76) | (self._counter << 64) | (0b10 << 62) | rand_b
-        h = f"{value:032x}"
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-_ID_CLOCK = _IdClock()
-
-
-def new_message_id() -> str:
-    """A new time-ordered message id (UUIDv7 text form)."""
-    return _ID_CLOCK.next()
-
-
 class Message(_Value, frozen=True):
     """An immutable message body. It belongs to no session by itself, so forks can share it.
 
@@ -303,57 +262,9 @@ class Message(_Value, frozen=True):
         return tuple(p for p in self.parts if isinstance(p, ToolResult))
 
 
-_MESSAGE_ENCODER: Final = msgspec.json.Encoder()
-MESSAGE_DECODER: Final = msgspec.json.Decoder(Message)
-
-
-def encode_message(message: Message) -> bytes:
-    """The canonical JSON bytes of a message (what the store keeps as the body)."""
-    return _MESSAGE_ENCODER.encode(message)
-
-
-def decode_message(data: bytes) -> Message:
-    """A message from its canonical JSON bytes, types validated."""
-    return MESSAGE_DECODER.decode(data)
-
-
-def normalize_message(message: Message) -> tuple[Message, bytes]:
-    """Check a message and return (the message as it will be read back, its canonical bytes).
-
-    The store keeps exactly these bytes and the live process keeps exactly this object, so what a
-    resumed process reads back is byte for byte what the live one served. Raises `InvalidMessage`.
-    """
-    if not isinstance(message, Message):
-        raise InvalidMessage(f"expected a Message, got {type(message).__name__}")
-    if message.role not in ROLES:
-        raise InvalidMessage(
-            f"message {_safe_id(message)}: unknown role {message.role!r} (expected one of {', '.join(ROLES)})"
-        )
-    for part in message.parts if isinstance(message.parts, (tuple, list)) else ():
-        if isinstance(part, ToolCall):
-            _check_json_value(part.input, f"message {message.id!r}: tool call {part.id!r} input")
-    if message.metadata is not None:
-        _check_json_value(message.metadata, f"message {message.id!r}: metadata")
-    try:
-        data = _MESSAGE_ENCODER.encode(message)
-    except UnicodeEncodeError as exc:
-        raise InvalidMessage(
-            f"message {_safe_id(message)}: text is not valid Unicode (lone surrogate at position "
-            f"{exc.start} of a string); nothing was stored"
-        ) from exc
-    except (TypeError, OverflowError) as exc:
-        raise InvalidMessage(f"message {_safe_id(message)}: cannot be encoded: {exc}") from exc
-    try:
-        normal = MESSAGE_DECODER.decode(data)
-    except msgspec.ValidationError as exc:
-        raise InvalidMessage(f"message {_safe_id(message)}: {exc}") from exc
-    check_message(normal)
-    return normal, data
-
-
 def check_message(message: Message) -> None:
     """Check the rules a well-formed message keeps; raises `InvalidMessage` naming the first broken one."""
-    where = f"message {_safe_id(message)}"
+    where = f"message {describe_id(message)}"
     if not isinstance(message.id, str) or not message.id or len(message.id) > 256:
         raise InvalidMessage(f"{where}: id must be a non-empty string of at most 256 characters")
     if message.role not in _ALLOWED_PARTS:
@@ -386,32 +297,10 @@ def check_message(message: Message) -> None:
             raise InvalidMessage(f"{where}: tool result {index} needs a call id")
 
 
-def _safe_id(message: object) -> str:
+def describe_id(message: object) -> str:
+    """A message's id for an error message, even when the message is malformed."""
     value = getattr(message, "id", None)
     return repr(value) if isinstance(value, str) else "<no id>"
-
-
-def _check_json_value(value: object, where: str, depth: int = 0) -> None:
-    """Refuse what JSON cannot carry exactly (NaN, non-string keys, arbitrary objects)."""
-    if depth > 200:
-        raise InvalidMessage(f"{where}: nested deeper than 200 levels")
-    if value is None or isinstance(value, (str, bool, int)):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidMessage(f"{where}: {value!r} has no JSON form")
-        return
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            _check_json_value(item, where, depth + 1)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidMessage(f"{where}: object key {key!r} is not a string")
-            _check_json_value(item, where, depth + 1)
-        return
-    raise InvalidMessage(f"{where}: {type(value).__name__} is not a JSON value")
 
 
 # --- flags and projection directives -----------------------------------------------------------

@@ -155,7 +155,7 @@ def timeline(store: Store, session_id: str) -> list[Point]:
             result = record.event.result
             change = describe(result)
             if result.strategy and result.strategy != "tool-result-micro":
-                change = f"{result.strategy}: {replayer.full_change()} (-{result.saved_tokens:,} tok)"
+                change = f"{result.strategy}: {replayer.full_change()} ({-result.saved_tokens:+,} tok)"
             points.append(replayer.point("compact", change, result))
     return points
 
@@ -172,9 +172,9 @@ def describe(result: CompactResult) -> str:
     """One line saying what a compaction round changed."""
     saved = result.tokens_before - result.tokens_after
     if result.strategy == "tool-result-micro":
-        return f"{result.strategy}: {result.compacted_count} results truncated (-{saved:,} tok)"
+        return f"{result.strategy}: {result.compacted_count} results truncated ({-saved:+,} tok)"
     if result.strategy:
-        detail = f"{result.strategy}: {result.delta_count} messages summarized (-{saved:,} tok)"
+        detail = f"{result.strategy}: {result.delta_count} messages summarized ({-saved:+,} tok)"
         if result.fallback_used:
             detail += ", local summary"
         return detail
@@ -219,12 +219,12 @@ def _first_drift(
         if now != then:
             message = view.messages[position]
             return Drift(
-                point=version - 1,
+                point=version,
                 position=position,
                 message_id=message.id,
                 detail=f"message {position} ({message.id}) renders differently than when it was served",
             )
     return Drift(
-        point=version - 1,
+        point=version,
         detail=f"the view now has {len(digests)} messages; {event.length} were served",
     )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import msgspec
 
 from transcript import db, schema
+from transcript.codec import MESSAGE_DECODER, decode_message, normalize_message
 from transcript.errors import (
     ConflictError,
     DuplicateMessage,
@@ -31,12 +32,9 @@ from transcript.hashing import GENESIS, body_hash, event_hash
 from transcript.model import (
     EVENT_DECODER,
     EVENT_ENCODER,
-    MESSAGE_DECODER,
     Event,
     Message,
     MessageAppended,
-    decode_message,
-    normalize_message,
 )
 from transcript.tokens import CL100K, TokenCounter, get_counter, message_tokens
 

@@ -1,0 +1,47 @@
+"""Message ids and times: time-ordered UUIDv7 ids, timezone-aware UTC timestamps."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import UTC, datetime
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+class _IdClock:
+    """UUIDv7 source: 48-bit milliseconds, then a counter that keeps ids in one process ordered."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last_ms = 0
+        self._counter = 0
+
+    def next(self) -> str:
+        with self._lock:
+            ms = time.time_ns() // 1_000_000
+            if ms > self._last_ms:
+                self._last_ms = ms
+                self._counter = int.from_bytes(os.urandom(2), "big") & 0x7FF
+            else:
+                self._counter += 1
+                if self._counter > 0xFFF:
+                    self._last_ms += 1
+                    self._counter = 0
+            ms = self._last_ms
+            rand_b = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+            value = (ms << 80) | (0x7 << 76) | (self._counter << 64) | (0b10 << 62) | rand_b
+        h = f"{value:032x}"
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_ID_CLOCK = _IdClock()
+
+
+def new_message_id() -> str:
+    """A new time-ordered message id (UUIDv7 text form)."""
+    return _ID_CLOCK.next()
