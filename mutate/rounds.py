@@ -190,15 +190,9 @@ def _full(
     micro_done = result.compacted_count > 0
     prepared = prepare_full(t, config, budget_tokens=budget, force=force, aggressive=False)
     if prepared is None:
-        outcome = "micro_applied_then_full_failed" if micro_done else "full_failed"
-        failed = not micro_done and result.tokens_before / budget >= config.auto_compact_threshold
-        result = msgspec.structs.replace(
-            result,
-            outcome=outcome,
-            reason="nothing older than the kept window can be summarized",
+        return _no_full(
+            t, config, budget, manual, breaker, result, "nothing older than the kept window can be summarized"
         )
-        result = _irreducible(t, config, budget, result)
-        return record(t, breaker.finished(manual=manual, failed=failed, config=config).stamp(result))
     use_model = has_model and breaker.allows_model
     text = (yield from attempts(prepared.request)).text if use_model else None
     checkpoint, fallback = checkpoint_from(prepared, text)
@@ -228,6 +222,10 @@ def _full(
         checkpoint = fit(checkpoint, int(len(to_markdown(checkpoint)) * room / sum(body.tokens)))
         body = t.store.prepare(summary_message(prepared, checkpoint, ()))
     tokens_after = rest + sum(body.tokens)
+    if tokens_after >= result.tokens_after:
+        return _no_full(
+            t, config, budget, manual, breaker, result, "the summary would not make the view smaller"
+        )
     result = msgspec.structs.replace(
         result,
         outcome="full_applied",
@@ -246,6 +244,24 @@ def _full(
     result = breaker.finished(manual=manual, failed=model_failed, config=config).stamp(result)
     commit_full(t, prepared, body, result)
     return t.latest_compact_result() or result
+
+
+def _no_full(
+    t: Transcript,
+    config: CompactConfig,
+    budget: int,
+    manual: bool,
+    breaker: Breaker,
+    result: CompactResult,
+    reason: str,
+) -> CompactResult:
+    """Record a round whose full step could not make progress (nothing of that step is written)."""
+    micro_done = result.compacted_count > 0
+    failed = not micro_done and result.tokens_before / budget >= config.auto_compact_threshold
+    outcome = "micro_applied_then_full_failed" if micro_done else "full_failed"
+    result = msgspec.structs.replace(result, outcome=outcome, reason=reason)
+    result = _irreducible(t, config, budget, result)
+    return record(t, breaker.finished(manual=manual, failed=failed, config=config).stamp(result))
 
 
 def _building_on(aggressive: PreparedFull, first: PreparedFull, checkpoint: Checkpoint) -> PreparedFull:

@@ -154,7 +154,7 @@ class Lifecycle(RuleBasedStateMachine):
             summarizer=SUMMARIZERS[summarizer](),
         )
         event(f"round: {result.outcome} {result.strategy}")
-        if shadow or result.outcome == "skipped":
+        if shadow or (result.outcome == "skipped" and "below the micro threshold" in result.reason):
             assert self.t.version == before
         new = self.t.stored_messages()[stored:]
         assert all(m.kind == "summary" for m in new) and len(new) <= 1
