@@ -25,6 +25,7 @@ from projection.wire_check import check_anthropic_request, check_openai_request
 from tests.conftest import CORPUS
 from transcript import Message, Store, ToolCall, Transcript
 from transcript.cli import EXIT_CHECK_FAILED, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, cli
+from transcript.replay import describe
 from transcript.results import CompactResult
 from transcript.state import SessionState
 
@@ -940,7 +941,7 @@ def evil_db(tmp_path: Path) -> Path:
                 Message.assistant(
                     f"running {EVIL}", tool_calls=[ToolCall(id="c1", name="Bash", input={"cmd": EVIL})]
                 ),
-                Message.tool_result("c1", f"output: {EVIL}\n" * 3, name="Bash"),
+                Message.tool_result("c1", f"output: {EVIL}\n" * 200, name="Bash"),
             ]
         )
         t.append(Message.assistant(f"done: {EVIL}"))
@@ -1004,16 +1005,20 @@ def test_session_ids_in_a_usage_error_are_escaped(tmp_path: Path) -> None:
         assert char not in result.stderr
 
 
-def test_timeline_shows_a_round_that_grew_the_view_with_one_sign(tmp_path: Path) -> None:
+def test_no_full_compaction_grows_the_view_and_a_growth_would_show_one_sign(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     run(["simulate", OPENHANDS_SMALL, "--budget", 1_000, "--db", db])
-    grown = [
-        p
-        for p in timeline(db)
-        if p["kind"] == "compact" and p["result"]["tokens_after"] > p["result"]["tokens_before"]
+    compactions = [p["result"] for p in timeline(db) if p["kind"] == "compact"]
+    assert compactions  # the budget is tight enough for rounds to run
+    checkpoints = [
+        r for r in compactions if (r.get("strategy") or "").endswith(("checkpoint", "checkpoint-delta"))
     ]
-    assert grown  # the local summary is larger than what it replaces here
+    assert all(r["tokens_after"] < r["tokens_before"] for r in checkpoints)
     assert "(--" not in run(["replay", "--db", db]).stdout
+    grew = CompactResult(
+        outcome="micro_applied", strategy="tool-result-micro", tokens_before=100, tokens_after=189
+    )
+    assert describe(grew).endswith("(+89 tok)")
 
 
 # --- fork ------------------------------------------------------------------------------------------

@@ -55,6 +55,8 @@ def compact(
         t = store.session(pick_session(store, session_id))
         result = t.compact(budget_tokens=budget, manual=True, force=full, shadow=shadow)
     lines = [describe(result) if result.strategy else f"{result.outcome}: {result.reason}"]
+    if shadow:
+        lines[0] = f"shadow (nothing written): {lines[0]}"
     lines.append(f"view {result.tokens_before:,} -> {result.tokens_after:,} tokens (budget {budget:,})")
     emit(result, fmt, text=[safe(line) for line in lines])
 
@@ -122,7 +124,7 @@ def stats(db_path: str | None, session_id: str | None, fmt: str) -> None:
             ("rounds recorded", data["rounds"]),
             ("breaker", f"{data['breaker']} ({data['consecutive_failures']} failures in a row)"),
         ],
-        ("", ""),
+        ("measure", "value"),
     )
     lines += [
         f"saved by {name}: {saved:,} tokens over {count} rounds"

@@ -169,7 +169,7 @@ def simulate(
         runs = _simulate(store, parsed, budget, config, prefix)
         reports = [(run, timeline(store, run.session_id)) for run in runs]
     if fmt != "text":
-        emit([{"totals": totals(run), "points": points} for run, points in reports], fmt)
+        emit([{"totals": totals(run), "calls": run.calls, "points": points} for run, points in reports], fmt)
         return
     for run, points in reports:
         emit(
