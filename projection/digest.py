@@ -7,7 +7,6 @@ that changed since the last record, and replay recomputes the same value from th
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Final
 
@@ -20,19 +19,26 @@ DIGEST_CHARS: Final = 32
 _ENCODER: Final = msgspec.json.Encoder()
 
 
+def _sha256(data: bytes) -> str:
+    # Imported on first use: a process that never records a view never pays for loading hashlib.
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def message_digest(message: Message) -> str:
     """The digest of one rendered message."""
-    return hashlib.sha256(_ENCODER.encode(message)).hexdigest()[:DIGEST_CHARS]
+    return _sha256(_ENCODER.encode(message))[:DIGEST_CHARS]
 
 
 def chunk_hash(digests: Sequence[str]) -> str:
     """The hash of one chunk of message digests."""
-    return hashlib.sha256("\n".join(digests).encode()).hexdigest()
+    return _sha256("\n".join(digests).encode())
 
 
 def combine(chunk_hashes: Sequence[str], length: int) -> str:
     """The view hash from its chunk hashes and its length."""
-    return hashlib.sha256(f"{length}\n{chr(10).join(chunk_hashes)}".encode()).hexdigest()
+    return _sha256(f"{length}\n{chr(10).join(chunk_hashes)}".encode())
 
 
 def digest_view(messages: Sequence[Message]) -> tuple[str, tuple[str, ...]]:
