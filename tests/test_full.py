@@ -306,3 +306,16 @@ def test_forced_compaction_with_nothing_old_summarizes_all_but_the_last_step() -
     assert result.outcome == "full_applied"
     view = t.visible_messages().messages
     assert view[0].kind == "summary" and view[1].role == "assistant" and len(view) == 3
+
+
+def test_drained_results_are_each_round_recorded_since_the_last_drain(tmp_path: Path) -> None:
+    t = _session()
+    assert t.drain_compact_results() == []
+    first = t.compact(budget_tokens=_over(t, 2.0))
+    below = t.compact(budget_tokens=10**6)  # below the threshold: not a recorded round
+    assert below.outcome == "skipped"
+    assert t.drain_compact_results() == [first]
+    assert t.drain_compact_results() == []
+    _grow(t, 20, start=100)
+    second = t.compact(budget_tokens=_over(t, 2.0))
+    assert t.drain_compact_results() == [second] and t.compact_results() == [first, second]

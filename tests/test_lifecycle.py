@@ -62,14 +62,13 @@ class _Model:
 
 
 class _Flaky(_Model):
-    """A model summarizer that fails every other call."""
+    """A model summarizer that fails at random (seeded by the example, so failures replay)."""
 
-    def __init__(self) -> None:
-        self.calls = 0
+    def __init__(self, seed: int) -> None:
+        self.random = random.Random(seed)
 
     def __call__(self, request: SummaryRequest) -> str:
-        self.calls += 1
-        if self.calls % 2:
+        if self.random.random() < 0.5:
             raise RuntimeError("model unavailable")
         return super().__call__(request)
 
@@ -85,11 +84,11 @@ class _TooLongOnce(_Model):
         return super().__call__(request)
 
 
-SUMMARIZERS: dict[str, Callable[[], Callable[[SummaryRequest], str] | None]] = {
-    "local": lambda: None,
-    "model": _Model,
+SUMMARIZERS: dict[str, Callable[[int], Callable[[SummaryRequest], str] | None]] = {
+    "local": lambda seed: None,
+    "model": lambda seed: _Model(),
     "flaky": _Flaky,
-    "too-long-once": _TooLongOnce,
+    "too-long-once": lambda seed: _TooLongOnce(),
 }
 
 
@@ -141,8 +140,9 @@ class Lifecycle(RuleBasedStateMachine):
         shadow=st.booleans(),
         summarizer=st.sampled_from(["local", "model", "flaky", "too-long-once"]),
         force=st.booleans(),
+        seed=st.integers(0, 2**16),
     )
-    def compact(self, fraction: float, shadow: bool, summarizer: str, force: bool) -> None:
+    def compact(self, fraction: float, shadow: bool, summarizer: str, force: bool, seed: int) -> None:
         budget = max(1, int(self.t.visible_messages().tokens * fraction))
         before = self.t.version
         stored = len(self.appended)
@@ -151,7 +151,7 @@ class Lifecycle(RuleBasedStateMachine):
             config=self.config,
             shadow=shadow,
             force=force and not shadow,
-            summarizer=SUMMARIZERS[summarizer](),
+            summarizer=SUMMARIZERS[summarizer](seed),
         )
         event(f"round: {result.outcome} {result.strategy}")
         if shadow or (result.outcome == "skipped" and "below the micro threshold" in result.reason):
