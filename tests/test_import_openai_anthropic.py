@@ -14,6 +14,7 @@ import msgspec
 import pytest
 from hypothesis import given, strategies as st
 
+from tests.import_checks import assert_paired
 from transcript import FormatError, Store, verify
 from transcript.formats import anthropic_messages, openai_chat, parse
 from transcript.hashing import body_hash
@@ -114,22 +115,9 @@ def test_file_store_verifies_and_serves_every_message(path: Path, tmp_path: Path
             t = store.session(session.session_id, create=False)
             stored = t.stored_messages()
             assert [m.id for m in t.visible_messages().messages] == [m.id for m in stored]
-            _assert_paired(stored)
+            assert_paired(stored)
             assert all(m.created_at.tzinfo is not None for m in stored)
     assert verify(tmp_path / "t.db").ok
-
-
-def _assert_paired(messages: Sequence[Message]) -> None:
-    """Each tool result answers a call of the assistant message just before its run of results."""
-    pending: set[str] = set()
-    for message in messages:
-        if message.role == "tool":
-            for result in message.tool_results:
-                assert result.call_id in pending, message.id
-                pending.discard(result.call_id)
-            continue
-        assert not pending, message.id
-        pending = {call.id for call in message.tool_calls}
 
 
 @pytest.mark.parametrize("path", list(EXPECTED), ids=lambda p: p.name)
@@ -253,7 +241,7 @@ def test_anthropic_text_before_results_is_repaired_and_named(tmp_path: Path) -> 
     path.write_text(json.dumps(body))
     (session,) = parse(path, "anthropic-json")
     assert [r.kind for r in session.repairs] == ["synthetic_result", "orphan_result_as_text"]
-    _assert_paired(session.messages)
+    assert_paired(session.messages)
 
 
 # --- mapping details ---------------------------------------------------------------------------------

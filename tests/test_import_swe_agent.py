@@ -10,7 +10,6 @@ import copy
 import importlib.util
 import json
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tests.conftest import CORPUS
-from tests.refusals import refused, surrogate_line
-from transcript import FormatError, Message, ReasoningPart, Store, ToolCall, verify
+from tests.import_checks import assert_paired, refused, surrogate_line
+from transcript import FormatError, ReasoningPart, Store, ToolCall, verify
 from transcript.formats import parse
 from transcript.model import INTERRUPTED_RESULT
 
@@ -59,19 +58,6 @@ def raw_counts(path: Path) -> tuple[int, int, int]:
             waiting = [call["id"] for call in entry.get("tool_calls") or []]
     calls = sum(len(entry.get("tool_calls") or []) for entry in history)
     return len(history) + unanswered, calls, unanswered
-
-
-def assert_paired(messages: Sequence[Message]) -> None:
-    """Each tool result answers a call of the latest assistant message, right after it."""
-    pending: dict[str, str] = {}
-    for message in messages:
-        if message.role == "tool":
-            (result,) = message.tool_results
-            assert result.call_id in pending, f"{message.id} answers no pending call"
-            del pending[result.call_id]
-        else:
-            assert not pending, f"{message.id} follows unanswered calls {list(pending)}"
-            pending = {call.id: call.name for call in message.tool_calls}
 
 
 @pytest.mark.parametrize("path", list(EXPECTED), ids=lambda p: p.name)

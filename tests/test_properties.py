@@ -527,13 +527,19 @@ class Turn(msgspec.Struct, frozen=True):
     raw_input: str
 
 
-@st.composite
-def full_turns(draw: st.DrawFn) -> Turn:
-    text = draw(marked_text)
-    json_input = draw(json_values)
-    raw_arguments = draw(non_json_arguments)
-    raw_input = draw(marked_text)
-    payload = draw(payloads)
+def every_kind_turn(
+    *,
+    text: str,
+    json_input: Any,
+    raw_arguments: str,
+    raw_input: str,
+    payload: str,
+    error_result: str,
+    user_metadata: dict[str, Any],
+    assistant_time: datetime | None = None,
+) -> Turn:
+    """One turn holding every part kind: system, user with media, assistant with reasoning and three
+    kinds of tool call, and results (an error, a multi-part one, a plain one)."""
     calls = [
         ToolCall(id="c-json", name="Bash", input=json_input),
         ToolCall.from_arguments(id="c-raw", name="Edit", arguments=raw_arguments),
@@ -547,7 +553,7 @@ def full_turns(draw: st.DrawFn) -> Turn:
                 ImagePart(media_type="image/png", data=payload),
                 DocumentPart(media_type="application/pdf", data=payload, title=text),
             ],
-            metadata={"note": text, "nested": {"list": [text, 1, 2.5, None]}},
+            metadata=user_metadata,
         ),
         Message.assistant(
             text,
@@ -558,16 +564,29 @@ def full_turns(draw: st.DrawFn) -> Turn:
                 RedactedReasoningPart(data=payload),
             ],
             metadata={"usage": {"input_tokens": 10, "output_tokens": 3}},
+            created_at=assistant_time,
         ),
-        Message.tool_result("c-raw", draw(result_text), name="Edit", is_error=True),
+        Message.tool_result("c-raw", error_result, name="Edit", is_error=True),
         Message.tool_result(
-            "c-json",
-            (TextPart(text=text), ImagePart(media_type="image/jpeg", data=payload)),
-            name="Bash",
+            "c-json", (TextPart(text=text), ImagePart(media_type="image/jpeg", data=payload)), name="Bash"
         ),
-        Message.tool_result("c-ctor", text, name=None, is_error=False),
+        Message.tool_result("c-ctor", text),
     ]
     return Turn(messages=messages, json_input=json_input, raw_arguments=raw_arguments, raw_input=raw_input)
+
+
+@st.composite
+def full_turns(draw: st.DrawFn) -> Turn:
+    text = draw(marked_text)
+    return every_kind_turn(
+        text=text,
+        json_input=draw(json_values),
+        raw_arguments=draw(non_json_arguments),
+        raw_input=draw(marked_text),
+        payload=draw(payloads),
+        error_result=draw(result_text),
+        user_metadata={"note": text, "nested": {"list": [text, 1, 2.5, None]}},
+    )
 
 
 def check_turn_fields(turn: Turn, stored: Sequence[Message]) -> None:
@@ -627,49 +646,24 @@ def test_every_part_kind_survives_a_fresh_process(tmp_path: Path) -> None:
     check_turn_fields(turn, msgspec.json.decode(back.stored, type=list[Message]))
 
 
+INDIA_NOON = datetime(2024, 2, 29, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=5, minutes=30)))
+
+
 def _fixed_turn() -> Turn:
     rng = random.Random(20240229)
     text = "a\x00b 😀 中文 \x1b[0m " + expand_text(rng.randrange(2**32), 5_000)
-    payload = base64_payload(7, 2_000)
-    raw_arguments = '{"command": "ls -la", "path": "/tmp'
-    json_input = {"command": "grep -r 'x' .", "n": [1, 2.5, True, None, 2**70], "ключ": {"中": "😀\x00"}}
-    calls = [
-        ToolCall(id="c-json", name="Bash", input=json_input),
-        ToolCall.from_arguments(id="c-raw", name="Edit", arguments=raw_arguments),
-        ToolCall(id="c-ctor", name="Read", input=None, raw_input=text),
-    ]
-    messages = [
-        Message.system(text),
-        Message.user(
-            [
-                TextPart(text=text),
-                ImagePart(media_type="image/png", data=payload),
-                DocumentPart(media_type="application/pdf", data=payload, title=text),
-            ],
-            metadata={"note": text},
+    return every_kind_turn(
+        text=text,
+        json_input={"command": "grep -r 'x' .", "n": [1, 2.5, True, None, 2**70], "ключ": {"中": "😀\x00"}},
+        raw_arguments='{"command": "ls -la", "path": "/tmp',
+        raw_input=text,
+        payload=base64_payload(7, 2_000),
+        error_result=expand_text(rng.randrange(2**32), RESULT_MAX_CHARS),
+        user_metadata={"note": text},
+        assistant_time=datetime(
+            2024, 2, 29, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=5, minutes=30))
         ),
-        Message.assistant(
-            text,
-            calls,
-            reasoning=[
-                ReasoningPart(text=text),
-                ReasoningPart(text=text, signature=payload),
-                RedactedReasoningPart(data=payload),
-            ],
-            metadata={"usage": {"input_tokens": 10, "output_tokens": 3}},
-            created_at=datetime(
-                2024, 2, 29, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=5, minutes=30))
-            ),
-        ),
-        Message.tool_result(
-            "c-raw", expand_text(rng.randrange(2**32), RESULT_MAX_CHARS), name="Edit", is_error=True
-        ),
-        Message.tool_result(
-            "c-json", (TextPart(text=text), ImagePart(media_type="image/jpeg", data=payload)), name="Bash"
-        ),
-        Message.tool_result("c-ctor", text),
-    ]
-    return Turn(messages=messages, json_input=json_input, raw_arguments=raw_arguments, raw_input=text)
+    )
 
 
 # --- refusals: lone surrogates in any text field ---------------------------------------------------
