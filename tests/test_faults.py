@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from tests.test_crash import history as crash_history
 from transcript import (
     Message,
     SchemaError,
@@ -37,21 +38,8 @@ T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
 def history() -> list[Message]:
-    def at(minutes: int) -> datetime:
-        return T0 + timedelta(minutes=minutes)
-
-    return [
-        Message.system("You are a coding agent.", id="sys", created_at=at(0)),
-        Message.user("run the tests", id="u1", created_at=at(1)),
-        Message.assistant(
-            "running",
-            [ToolCall(id="c0", name="Bash", input={"command": "pytest"})],
-            id="a0",
-            created_at=at(2),
-        ),
-        Message.tool_result("c0", "3 passed", name="Bash", id="t0", created_at=at(3)),
-        Message.assistant("all 3 tests pass", id="a0b", created_at=at(4)),
-    ]
+    """A finished tool step (the crash tests' prepared history, before its last user request)."""
+    return crash_history()[:-1]
 
 
 IDS = [m.id for m in history()]
