@@ -149,7 +149,7 @@ def session_stats(t: Any) -> dict[str, Any]:
         "session": t.session_id,
         "messages_stored": len(snapshot.entries),
         "messages_shown": len(view),
-        "tokens_stored": sum(e.token_count for e in snapshot.entries),
+        "tokens_stored": t.stored_tokens,
         "tokens_shown": view.tokens,
         "rounds": len(results),
         "by_strategy": {k: tuple(v) for k, v in by_strategy.items()},

@@ -78,7 +78,7 @@ def status_of(transcript: Transcript) -> Status:
         messages=len(snapshot.entries),
         visible_messages=len(view),
         view_tokens=view.tokens,
-        stored_tokens=sum(entry.token_count for entry in snapshot.entries),
+        stored_tokens=transcript.stored_tokens,
         goal=clip(goal or latest_goal([entry.message for entry in snapshot.entries]), 300),
         last_outcome=last.outcome if last else None,
         last_strategy=last.strategy if last else None,

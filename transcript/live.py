@@ -50,6 +50,7 @@ class LiveSession:
         self.results: list[tuple[int, CompactResult]] = []
         self.served: list[str] = []
         self.served_version = 0
+        self.stored_tokens = 0
 
     # --- applying what the log says ----------------------------------------------------------------
 
@@ -58,6 +59,7 @@ class LiveSession:
         entry = Entry(seq=len(self.entries), message=message, tokens=tokens)
         self.positions[message.id] = entry.seq
         self.entries.append(entry)
+        self.stored_tokens += entry.token_count
         self.pending = _pending_after(self.pending, message)
         if message.role == "assistant":
             self.step_starts.append(entry.seq)
@@ -74,6 +76,7 @@ class LiveSession:
             Entry(seq=seq, message=message, tokens=tokens) for seq, (message, tokens) in enumerate(bodies)
         ]
         self.positions = {entry.message.id: entry.seq for entry in self.entries}
+        self.stored_tokens = sum(entry.token_count for entry in self.entries)
         for entry in self.entries:
             message = entry.message
             if message.role == "assistant":
@@ -126,6 +129,13 @@ class LiveSession:
     def caps(self) -> ProviderCaps:
         """The provider capabilities the view renders with."""
         return self.rendered.caps
+
+    def view_digests(self, view: View) -> list[str]:
+        """The per-message digests of `view` (the current view), hashing only what changed."""
+        if view.source in ("persisted", "canonical"):
+            self.rendered.digest()
+            return list(self.rendered.digests())
+        return list(digest_view(view.messages)[1])
 
     def served_record(self, view: View) -> ViewServed:
         """The record of serving `view` now: its hash and the digests changed since the last record."""

@@ -68,7 +68,6 @@ class Replayer:
             raise SessionNotFound(f"no session {session_id!r} in {store.path}")
         self.live = LiveSession(session_id, store.tokenizer)
         self.config = CompactConfig()
-        self._stored_tokens = 0
         self._excluded: list[int] = []
         self._summary: tuple[int, str | None] | None = None
 
@@ -91,7 +90,6 @@ class Replayer:
         event = record.event
         if isinstance(event, MessageAppended):
             body = self._body(event)
-            self._stored_tokens += sum(body.tokens)
             self.live.apply(record.version, event, {event.message_id: body})
             if body.message.kind == "summary":
                 anchor = body.message.anchor
@@ -132,7 +130,7 @@ class Replayer:
             kind=kind,
             messages=len(view),
             view_tokens=view.tokens,
-            stored_tokens=self._stored_tokens,
+            stored_tokens=self.live.stored_tokens,
             change=change,
             result=result,
         )

@@ -266,6 +266,17 @@ class Transcript:
             return view
         raise ConflictError(f"session {self.session_id!r} kept changing while its view was being recorded")
 
+    @property
+    def stored_tokens(self) -> int:
+        """Tokens of every stored message of the session (what no compaction changes)."""
+        self._sync()
+        return self._live.stored_tokens
+
+    def view_digests(self) -> list[str]:
+        """The per-message digests of the current view, as `replay --verify` computes them."""
+        view = self.visible_messages()
+        return self._live.view_digests(view)
+
     def view_message_tokens(self) -> list[int]:
         """Token counts of the current view's messages, in view order (empty for a rebuilt view)."""
         view = self.visible_messages()

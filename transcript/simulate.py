@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from planner.config import CompactConfig
-from projection.digest import digest_view
 from projection.view import View
 from transcript.model import Message
 from transcript.results import CompactResult
@@ -95,7 +94,7 @@ def replay(
         view = transcript.visible_messages(record=record)
         if on_model_call is not None:
             on_model_call(view, result)
-        digests = digest_view(view.messages)[1]
+        digests = tuple(transcript.view_digests())
         common = _common_prefix(previous, digests)
         counts = transcript.view_message_tokens()
         calls.append(
@@ -104,7 +103,7 @@ def replay(
                 result=result,
                 view_messages=len(view),
                 view_tokens=view.tokens,
-                stored_tokens=sum(entry.token_count for entry in transcript.messages().entries),
+                stored_tokens=transcript.stored_tokens,
                 reused_tokens=sum(counts[:common]) if len(counts) == len(digests) else 0,
                 prefix_kept=common == len(previous),
             )
