@@ -21,10 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from synthetic import SyntheticSession  # noqa: E402
+
 from mutate import micro_compact  # noqa: E402
 from planner import CompactConfig, plan_micro  # noqa: E402
 from transcript import Message, Store, ToolCall, Transcript  # noqa: E402
-from transcript.synthetic import SyntheticSession  # noqa: E402
 
 K = 10
 

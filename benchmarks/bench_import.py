@@ -26,10 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from transcript import Store  # noqa: E402
-from transcript.codec import encode_message  # noqa: E402
 from transcript.formats import parse  # noqa: E402
 from transcript.formats.base import ParsedSession  # noqa: E402
-from transcript.importing import import_sessions  # noqa: E402
+from transcript.model.codec import encode_message  # noqa: E402
+from transcript.session.importing import import_sessions  # noqa: E402
 from transcript.tokens import CL100K, get_counter  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

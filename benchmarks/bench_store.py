@@ -29,9 +29,10 @@ import msgspec
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from synthetic import SyntheticSession  # noqa: E402
+
 from transcript import Store, Transcript  # noqa: E402
 from transcript.model import Message  # noqa: E402
-from transcript.synthetic import SyntheticSession  # noqa: E402
 from transcript.tokens import TokenCounter, get_counter  # noqa: E402
 
 SESSION = "bench"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from planner.config import CompactConfig
-from transcript.results import BreakerState, CompactResult
+from transcript.model.result import BreakerState, CompactResult
 
 
 class Breaker(msgspec.Struct, frozen=True, kw_only=True):

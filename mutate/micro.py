@@ -1,60 +1,92 @@
-"""`micro_compact`: write a micro plan as per-message projection directives, in one transaction.
+"""The micro step as pure functions: a micro plan's entries become marks with exact token counts.
 
-This is the only code that sets `truncated`. Each message gets one directive holding every entry
-that targets it, with the exact token counts of the target as stored and as rendered (counted here,
-once, so no later render ever tokenizes). The write is checked against the version the plan was made
-from: a plan of an older version is a `ConflictError`, with nothing written.
+This is the only code that sets `truncated`. Each message gets one directive holding every entry that
+targets it, with the exact token counts of the target as stored and as rendered (counted here, once,
+with the counter the caller injects, so no later render ever tokenizes). What the marks do to the
+view's size is computed from the same renderer the view uses, for the k messages they touch only.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 import msgspec
 
 from planner.micro import MicroPlan
-from projection.caps import NEUTRAL
+from projection.caps import NEUTRAL, ProviderCaps
 from projection.directives import group_directives
-from projection.render import PROJECTION_POLICY_VERSION, apply_directive
-from transcript.flagwrite import write_marks
-from transcript.model import (
-    DirectiveEntry,
-    DocumentPart,
-    Entry,
-    ImagePart,
-    MessageMarked,
-    ProjectionDirective,
-    TextPart,
-    ToolResult,
-    media_tokens,
-)
-from transcript.tokens import TokenCounter
+from projection.render import PROJECTION_POLICY_VERSION, apply_directive, render_entry
+from transcript.model.errors import ConflictError, InvalidMessage
+from transcript.model.events import MessageMarked, apply_mark
+from transcript.model.marks import DirectiveEntry, ProjectionDirective
+from transcript.model.message import DocumentPart, ImagePart, TextPart, ToolResult, media_tokens
+from transcript.model.snapshot import Entry, TranscriptSnapshot
 
-if TYPE_CHECKING:
-    from transcript.session import Transcript
+CountText = Callable[[str], int]
 
 
-def micro_compact(transcript: Transcript, plan: MicroPlan) -> list[str]:
-    """Apply a plan to its session; returns the ids of the messages now marked truncated."""
-    if plan.session_id != transcript.session_id:
-        raise ValueError(f"the plan is for session {plan.session_id!r}, not {transcript.session_id!r}")
-    if not plan.entries:
-        return []
-    counter = transcript.store.counter
+def micro_marks(snapshot: TranscriptSnapshot, plan: MicroPlan, count: CountText) -> list[MessageMarked]:
+    """The marks that apply `plan` to `snapshot`: one directive per message, exact counts.
+
+    Raises `ConflictError` when the plan was made from another version of the session, and
+    `InvalidMessage` when it names a message the session does not hold.
+    """
+    if plan.session_id != snapshot.session_id or plan.version != snapshot.version:
+        raise ConflictError(
+            f"the plan is for session {plan.session_id!r} at version {plan.version}, not "
+            f"{snapshot.session_id!r} at {snapshot.version}; nothing was written (plan again)"
+        )
     marks = []
     for message_id, proposed in group_directives(plan.entries).items():
-        entry = transcript.entry(message_id)
-        if entry is None:
-            raise ValueError(f"the plan names message {message_id!r}, which is not in the session")
-        exact = tuple(_counted(entry, item, counter) for item in proposed.entries)
+        entry = _entry(snapshot, message_id, plan.seq_of(message_id))
+        exact = tuple(_counted(entry, item, count) for item in proposed.entries)
         directive = ProjectionDirective(policy_version=PROJECTION_POLICY_VERSION, entries=exact)
         marks.append(MessageMarked(message_id=message_id, truncated=True, projection=directive))
-    write_marks(transcript.store, transcript.session_id, plan.version, marks)
-    transcript.refresh()
-    return [mark.message_id for mark in marks]
+    return marks
 
 
-def _counted(entry: Entry, item: DirectiveEntry, counter: TokenCounter) -> DirectiveEntry:
+def view_delta(
+    snapshot: TranscriptSnapshot, plan: MicroPlan, marks: Sequence[MessageMarked], caps: ProviderCaps
+) -> int:
+    """How many tokens the view gains (negative: loses) when these marks of `plan` are applied."""
+    delta = 0
+    for mark in marks:
+        before = _entry(snapshot, mark.message_id, plan.seq_of(mark.message_id))
+        if before.flags.excluded:
+            continue
+        after = msgspec.structs.replace(before, flags=apply_mark(before.flags, mark))
+        delta += _rendered_tokens(after, caps) - _rendered_tokens(before, caps)
+    return delta
+
+
+def marked(
+    snapshot: TranscriptSnapshot, plan: MicroPlan, marks: Sequence[MessageMarked], version: int
+) -> TranscriptSnapshot:
+    """The snapshot after these marks of `plan` were written as the events up to `version`."""
+    entries = list(snapshot.entries)
+    for mark in marks:
+        entry = _entry(snapshot, mark.message_id, plan.seq_of(mark.message_id))
+        current = entries[entry.seq]
+        entries[entry.seq] = msgspec.structs.replace(current, flags=apply_mark(current.flags, mark))
+    return msgspec.structs.replace(snapshot, entries=tuple(entries), version=version)
+
+
+def _entry(snapshot: TranscriptSnapshot, message_id: str, seq: int | None = None) -> Entry:
+    """The entry of a message, found at `seq` when the plan knows it (else by a scan)."""
+    entries = snapshot.entries
+    if seq is not None and 0 <= seq < len(entries) and entries[seq].message.id == message_id:
+        return entries[seq]
+    for entry in entries:
+        if entry.message.id == message_id:
+            return entry
+    raise InvalidMessage(f"the plan names message {message_id!r}, which is not in the session")
+
+
+def _rendered_tokens(entry: Entry, caps: ProviderCaps) -> int:
+    return render_entry(entry, entry.flags.projection, caps)[1]
+
+
+def _counted(entry: Entry, item: DirectiveEntry, count: CountText) -> DirectiveEntry:
     """The entry with the exact token counts of its target as stored and as rendered."""
     directive = ProjectionDirective(policy_version=PROJECTION_POLICY_VERSION, entries=(item,))
     rendered, _ = apply_directive(entry.message, directive, NEUTRAL)
@@ -62,7 +94,7 @@ def _counted(entry: Entry, item: DirectiveEntry, counter: TokenCounter) -> Direc
     before, after = entry.message.parts[index], rendered.parts[index]
     if item.item_index is None or not isinstance(before, ToolResult) or not isinstance(after, ToolResult):
         original = entry.tokens[index]
-        rendered_tokens = counter.count(after.text) if isinstance(after, ToolResult) else original
+        rendered_tokens = count(after.text) if isinstance(after, ToolResult) else original
     else:
         old_item = before.content[item.item_index]
         new_item = after.content[item.item_index]
@@ -70,7 +102,7 @@ def _counted(entry: Entry, item: DirectiveEntry, counter: TokenCounter) -> Direc
         original = (
             media_tokens(old_item)
             if isinstance(old_item, (ImagePart, DocumentPart))
-            else counter.count(old_item.text)
+            else count(old_item.text)
         )
-        rendered_tokens = counter.count(new_item.text) if isinstance(new_item, TextPart) else original
+        rendered_tokens = count(new_item.text) if isinstance(new_item, TextPart) else original
     return msgspec.structs.replace(item, original_tokens=original, rendered_tokens=rendered_tokens)

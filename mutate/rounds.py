@@ -1,98 +1,267 @@
-"""`run_compact` / `arun_compact`: one compaction round, from the trigger to the persisted result.
+"""One compaction round, from the trigger to the committed result, over data the session hands in.
 
-A round below the micro threshold decides from sizes alone: it plans nothing, writes nothing and moves
-no counter. Above it: the breaker is consulted; a dry-run `plan_micro`; shadow mode reports and writes
-nothing; micro compaction commits in its own transaction; when micro is not enough at or above the
-auto threshold (or the round is forced) a full step follows — its summarizer runs outside any
-transaction, then exclusions, summary and the result record commit together. If the result would
-still be over budget, that step is made aggressive (only the irreducible tail kept, a smaller
-checkpoint built on the one just made) before anything is written.
+A round below the micro threshold decides from sizes alone (`quiet_result`): it plans nothing,
+writes nothing and moves no counter. Above it: the breaker is consulted; a dry-run `plan_micro`;
+shadow mode reports and writes nothing. Each step that writes commits in one transaction together
+with the round's result record as of that step: the micro step with its marks; the full step with its
+exclusions, summary and the round's final record (same `round_id`, superseding the first). A full
+step runs its summarizer outside any transaction, then is checked against the version it was
+planned from. If its result would still be over budget, the step is made aggressive (only the
+irreducible tail kept, a smaller checkpoint built on the one just made) before anything is written.
 
-The round is written once, as a generator that yields summarizer requests; `run_compact` drives it
-with a sync summarizer, `arun_compact` with an async one.
+The round is written once, as a generator that yields summarizer requests and returns a
+`RoundOutcome`: the result and every step it committed, which the session folds.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from datetime import datetime
+from typing import NamedTuple
 
 import msgspec
 
 from mutate.breaker import Breaker
-from mutate.full import (
+from mutate.commit import Written, commit
+from mutate.full import full_events, summary_body
+from mutate.micro import marked, micro_marks, view_delta
+from mutate.summarizing import Steps, adrive, attempts, drive
+from planner.config import CompactConfig
+from planner.cut import irreducible_tokens
+from planner.full import (
     PreparedFull,
     Reinject,
+    building_on,
     checkpoint_from,
-    commit_full,
     fit,
     prepare_full,
     reinjected_content,
     summary_message,
 )
-from mutate.micro import micro_compact
-from mutate.summarizing import Steps, adrive, attempts, drive
-from planner.config import CompactConfig
-from planner.micro import plan_micro, stale_boundary
+from planner.micro import MicroPlan, plan_micro
+from planner.summary import Summarizer
 from planner.trigger import determine_compact_action
-from transcript.checkpoint import Checkpoint, to_markdown
-from transcript.flagwrite import write_events
-from transcript.model import CompactionRecorded, TranscriptSnapshot
-from transcript.results import CompactResult, Strategy
-from transcript.summary import Summarizer
-
-if TYPE_CHECKING:
-    from transcript.session import Transcript
+from transcript.model.checkpoint import Checkpoint, to_markdown
+from transcript.model.events import CompactionRecorded, Event, MessageMarked, ProviderCaps
+from transcript.model.result import CompactResult, Strategy
+from transcript.model.snapshot import TranscriptSnapshot
+from transcript.store.port import EventStore, NewBody
+from transcript.tokens import TokenCounter
 
 _REFITS = 4
 _MIN_SUMMARY_TOKENS = 100
 
 
-def run_compact(
-    transcript: Transcript,
+class RoundInput(NamedTuple):
+    """What a round reads, handed in by the session as data.
+
+    `view_tokens` and `view_items` describe the current view; `latest` is the last recorded result
+    (the breaker rides on it), `checkpoint` the latest checkpoint, `cursor` where micro planning may
+    start under this round's config (0 when unknown).
+    """
+
+    snapshot: TranscriptSnapshot
+    view_tokens: int
+    view_items: int
+    caps: ProviderCaps
+    latest: CompactResult | None
+    checkpoint: Checkpoint | None
+    cursor: int = 0
+
+
+class Deps(NamedTuple):
+    """What a round needs from outside: a token counter, an id source and a clock."""
+
+    counter: TokenCounter
+    new_id: Callable[[], str]
+    now: Callable[[], datetime]
+
+
+class RoundOutcome(NamedTuple):
+    """The round's result (as recorded, when it was), every step it committed, and the micro cursor
+    after it (None: unchanged)."""
+
+    result: CompactResult
+    written: tuple[Written, ...] = ()
+    cursor: int | None = None
+
+
+class _Round(NamedTuple):
+    """What the steps of one round share."""
+
+    store: EventStore
+    given: RoundInput
+    budget: int
+    config: CompactConfig
+    manual: bool
+    force: bool
+    breaker: Breaker
+    use_model: bool
+    reinject: Reinject | None
+    deps: Deps
+
+
+def quiet_result(
+    view_tokens: int,
+    view_items: int,
     *,
     budget_tokens: int,
-    config: CompactConfig | None = None,
+    config: CompactConfig,
+    manual: bool,
+    force: bool,
+    latest: CompactResult | None,
+) -> CompactResult | None:
+    """The result of a round below the micro threshold (nothing planned, nothing written); None when
+    the round must run."""
+    quick = determine_compact_action(view_tokens, budget_tokens, config, force=force)
+    if quick.kind != "none":
+        return None
+    base = _base(view_tokens, view_items, budget_tokens, manual, force)
+    return Breaker.after(latest).stamp(msgspec.structs.replace(base, reason=quick.reason))
+
+
+def round_steps(
+    store: EventStore,
+    given: RoundInput,
+    *,
+    budget_tokens: int,
+    config: CompactConfig,
+    manual: bool,
+    force: bool,
+    shadow: bool,
+    has_model: bool,
+    reinject: Reinject | None,
+    deps: Deps,
+) -> Steps[RoundOutcome]:
+    """One round (see the module docstring); drive it with `mutate.summarizing.drive` or `adrive`."""
+    snapshot = given.snapshot
+    breaker = Breaker.after(given.latest).starting(manual=manual, config=config)
+    base = msgspec.structs.replace(
+        _base(given.view_tokens, given.view_items, budget_tokens, manual, force), round_id=deps.new_id()
+    )
+    plan = plan_micro(snapshot, config, since=given.cursor)
+    action = determine_compact_action(
+        given.view_tokens, budget_tokens, config, micro_savings=plan.estimated_saved_tokens, force=force
+    )
+    result = msgspec.structs.replace(
+        base, estimated_saved_tokens=plan.estimated_saved_tokens, reason=action.reason
+    )
+    if shadow:
+        shadowed = msgspec.structs.replace(
+            result,
+            outcome="shadowed",
+            strategy="tool-result-micro" if plan else None,
+            compacted_count=len(plan.message_ids),
+            tokens_after=given.view_tokens - plan.estimated_saved_tokens,
+        )
+        return RoundOutcome(shadowed)
+    micro = action.kind in ("micro", "micro_then_full")
+    marks = micro_marks(snapshot, plan, deps.counter.count) if micro and plan else []
+    cursor = plan.scanned_to if micro or not plan else None
+    compacted = tuple(mark.message_id for mark in marks)
+    result = msgspec.structs.replace(
+        result,
+        outcome="micro_applied" if marks else "skipped",
+        strategy="tool-result-micro" if marks else None,
+        tokens_after=given.view_tokens + view_delta(snapshot, plan, marks, given.caps),
+        compacted_count=len(compacted),
+        compacted_ids=compacted,
+    )
+    run = _Round(
+        store,
+        given,
+        budget_tokens,
+        config,
+        manual,
+        force,
+        breaker,
+        has_model and breaker.allows_model,
+        reinject,
+        deps,
+    )
+    needs_full = action.kind in ("full", "micro_then_full") and (
+        force or result.tokens_after / budget_tokens >= config.micro_compact_threshold
+    )
+    if needs_full and not config.full_compact_enabled:
+        result = msgspec.structs.replace(
+            result, outcome="full_unavailable", reason="full compaction is disabled"
+        )
+        needs_full = False
+    if needs_full:
+        written: list[Written] = []
+        if marks:
+            interim = breaker.finished(manual=manual, failed=False, config=config).stamp(
+                _irreducible(snapshot, config, budget_tokens, result)
+            )
+            step = _commit_micro(run, snapshot, marks, interim)
+            written.append(step)
+            snapshot = marked(snapshot, plan, marks, step.version)
+        outcome = yield from _full(run, snapshot, result, written)
+        return outcome._replace(cursor=cursor)
+    failed = not marks and given.view_tokens / budget_tokens >= config.auto_compact_threshold
+    result = _irreducible(snapshot, config, budget_tokens, result)
+    if result.outcome == "skipped" and not failed and breaker.state == "closed":
+        quiet = breaker.stamp(msgspec.structs.replace(result, reason=f"{action.reason}; nothing to reclaim"))
+        return RoundOutcome(quiet, (), cursor)
+    final = breaker.finished(manual=manual, failed=failed, config=config).stamp(result)
+    step = _commit_micro(run, snapshot, marks, final)
+    return RoundOutcome(_recorded(final, step), (step,), cursor)
+
+
+def run_compact(
+    store: EventStore,
+    given: RoundInput,
+    *,
+    budget_tokens: int,
+    config: CompactConfig,
+    deps: Deps,
     manual: bool = False,
     force: bool = False,
     shadow: bool = False,
     summarizer: Summarizer | None = None,
     reinject: Reinject | None = None,
-) -> CompactResult:
+) -> RoundOutcome:
     """Run one round with a synchronous summarizer (None: the local one, by choice)."""
-    steps = _round(
-        transcript,
-        budget_tokens,
-        config or transcript.config,
-        manual,
-        force,
-        shadow,
-        summarizer is not None,
-        reinject,
+    steps = round_steps(
+        store,
+        given,
+        budget_tokens=budget_tokens,
+        config=config,
+        manual=manual,
+        force=force,
+        shadow=shadow,
+        has_model=summarizer is not None,
+        reinject=reinject,
+        deps=deps,
     )
     return drive(steps, summarizer or _never)
 
 
 async def arun_compact(
-    transcript: Transcript,
+    store: EventStore,
+    given: RoundInput,
     *,
     budget_tokens: int,
-    config: CompactConfig | None = None,
+    config: CompactConfig,
+    deps: Deps,
     manual: bool = False,
     force: bool = False,
     shadow: bool = False,
     summarizer: Summarizer | None = None,
     reinject: Reinject | None = None,
-) -> CompactResult:
+) -> RoundOutcome:
     """Run one round; the summarizer may be async."""
-    steps = _round(
-        transcript,
-        budget_tokens,
-        config or transcript.config,
-        manual,
-        force,
-        shadow,
-        summarizer is not None,
-        reinject,
+    steps = round_steps(
+        store,
+        given,
+        budget_tokens=budget_tokens,
+        config=config,
+        manual=manual,
+        force=force,
+        shadow=shadow,
+        has_model=summarizer is not None,
+        reinject=reinject,
+        deps=deps,
     )
     return await adrive(steps, summarizer or _never)
 
@@ -101,118 +270,87 @@ def _never(request: object) -> str:
     raise AssertionError("no model summarizer was given, so none may be called")
 
 
-def _round(
-    t: Transcript,
-    budget: int,
-    config: CompactConfig,
-    manual: bool,
-    force: bool,
-    shadow: bool,
-    has_model: bool,
-    reinject: Reinject | None,
-) -> Steps[CompactResult]:
-    before = t.visible_messages()
-    breaker = Breaker.after(t.latest_compact_result()).starting(manual=manual, config=config)
-    base = CompactResult(
+def micro_compact(store: EventStore, given: RoundInput, plan: MicroPlan, *, deps: Deps) -> RoundOutcome:
+    """Apply a micro plan made by hand as one manual round: its marks and its record, one transaction.
+
+    Raises `ConflictError` (nothing written) when the plan was made from another version.
+    """
+    snapshot = given.snapshot
+    marks = micro_marks(snapshot, plan, deps.counter.count)
+    base = _base(given.view_tokens, given.view_items, 0, True, False)
+    compacted = tuple(mark.message_id for mark in marks)
+    result = msgspec.structs.replace(
+        base,
+        round_id=deps.new_id(),
+        outcome="micro_applied" if marks else "skipped",
+        strategy="tool-result-micro" if marks else None,
+        reason="a micro plan applied by hand",
+        estimated_saved_tokens=plan.estimated_saved_tokens,
+        tokens_after=given.view_tokens + view_delta(snapshot, plan, marks, given.caps),
+        compacted_count=len(compacted),
+        compacted_ids=compacted,
+    )
+    if not marks:
+        return RoundOutcome(result)
+    final = (
+        Breaker.after(given.latest).finished(manual=True, failed=False, config=CompactConfig()).stamp(result)
+    )
+    step = commit(store, snapshot.session_id, snapshot.version, [*marks, CompactionRecorded(result=final)])
+    return RoundOutcome(_recorded(final, step), (step,))
+
+
+def _base(view_tokens: int, view_items: int, budget: int, manual: bool, force: bool) -> CompactResult:
+    return CompactResult(
         outcome="skipped",
         manual=manual,
         forced=force,
         budget_tokens=budget,
-        items_before=len(before),
-        items_after=len(before),
-        tokens_before=before.tokens,
-        tokens_after=before.tokens,
+        items_before=view_items,
+        items_after=view_items,
+        tokens_before=view_tokens,
+        tokens_after=view_tokens,
     )
-    quick = determine_compact_action(before.tokens, budget, config, force=force)
-    if quick.kind == "none":
-        return Breaker.after(t.latest_compact_result()).stamp(
-            msgspec.structs.replace(base, reason=quick.reason)
-        )
-    plan = plan_micro(t.messages(), config, since=t.micro_cursor(config))
-    action = determine_compact_action(
-        before.tokens, budget, config, micro_savings=plan.estimated_saved_tokens, force=force
-    )
-    result = msgspec.structs.replace(
-        base, estimated_saved_tokens=plan.estimated_saved_tokens, reason=action.reason
-    )
-    if shadow:
-        return msgspec.structs.replace(
-            result,
-            outcome="shadowed",
-            strategy="tool-result-micro" if plan else None,
-            compacted_count=len(plan.message_ids),
-            tokens_after=before.tokens - plan.estimated_saved_tokens,
-        )
-    compacted: list[str] = []
-    if action.kind in ("micro", "micro_then_full") and plan:
-        compacted = micro_compact(t, plan)
-    if action.kind in ("micro", "micro_then_full") or not plan:
-        t.advance_micro_cursor(config, plan.scanned_to)
-    after = t.visible_messages()
-    result = msgspec.structs.replace(
-        result,
-        outcome="micro_applied" if compacted else "skipped",
-        strategy="tool-result-micro" if compacted else None,
-        items_after=len(after),
-        tokens_after=after.tokens,
-        compacted_count=len(compacted),
-        compacted_ids=tuple(compacted),
-    )
-    needs_full = action.kind in ("full", "micro_then_full") and (
-        force or after.tokens / budget >= config.micro_compact_threshold
-    )
-    if needs_full and not config.full_compact_enabled:
-        result = msgspec.structs.replace(
-            result, outcome="full_unavailable", reason="full compaction is disabled"
-        )
-        needs_full = False
-    if needs_full:
-        return (yield from _full(t, budget, config, manual, force, breaker, has_model, reinject, result))
-    failed = not compacted and before.tokens / budget >= config.auto_compact_threshold
-    result = _irreducible(t, config, budget, result)
-    if result.outcome == "skipped" and not failed and breaker.state == "closed":
-        return breaker.stamp(msgspec.structs.replace(result, reason=f"{action.reason}; nothing to reclaim"))
-    return record(t, breaker.finished(manual=manual, failed=failed, config=config).stamp(result))
+
+
+def _commit_micro(
+    run: _Round, snapshot: TranscriptSnapshot, marks: list[MessageMarked], result: CompactResult
+) -> Written:
+    events: list[Event] = [*marks, CompactionRecorded(result=result)]
+    return commit(run.store, snapshot.session_id, snapshot.version, events)
+
+
+def _recorded(result: CompactResult, step: Written) -> CompactResult:
+    """The result as its record reads back: the version its event got (the step's last)."""
+    return msgspec.structs.replace(result, version=step.version)
 
 
 def _full(
-    t: Transcript,
-    budget: int,
-    config: CompactConfig,
-    manual: bool,
-    force: bool,
-    breaker: Breaker,
-    has_model: bool,
-    reinject: Reinject | None,
-    result: CompactResult,
-) -> Steps[CompactResult]:
+    run: _Round, snapshot: TranscriptSnapshot, result: CompactResult, written: list[Written]
+) -> Steps[RoundOutcome]:
     """The full step of a round (see the module docstring)."""
+    config, budget = run.config, run.budget
     micro_done = result.compacted_count > 0
-    prepared = prepare_full(t, config, budget_tokens=budget, force=force, aggressive=False)
+    prepared = _prepare(run, snapshot, aggressive=False)
     if prepared is None:
         return _no_full(
-            t, config, budget, manual, breaker, result, "nothing older than the kept window can be summarized"
+            run, snapshot, result, written, "nothing older than the kept window can be summarized"
         )
-    use_model = has_model and breaker.allows_model
-    text = (yield from attempts(prepared.request)).text if use_model else None
-    checkpoint, fallback = checkpoint_from(prepared, text)
-    model_failed = use_model and fallback
-    summary = summary_message(prepared, checkpoint, reinjected_content(prepared, reinject, config, budget))
-    body = t.store.prepare(summary)
+    text = (yield from attempts(prepared.request)).text if run.use_model else None
+    now = run.deps.now()
+    summary_id = run.deps.new_id()
+    checkpoint, fallback = checkpoint_from(prepared, text, now)
+    model_failed = run.use_model and fallback
+    body = _summary(run, prepared, checkpoint, summary_id, now, reinject=True)
     tokens_after = result.tokens_after - prepared.cut.summarized_tokens + sum(body.tokens)
     if tokens_after > budget:
-        aggressive = prepare_full(t, config, budget_tokens=budget, force=force, aggressive=True)
+        aggressive = _prepare(run, snapshot, aggressive=True)
         if aggressive is not None and len(aggressive.cut.summarize) > len(prepared.cut.summarize):
-            aggressive = _building_on(aggressive, prepared, checkpoint)
-            text = (yield from attempts(aggressive.request)).text if use_model else None
-            checkpoint, again = checkpoint_from(aggressive, text)
-            fallback, model_failed = fallback or again, model_failed or (use_model and again)
+            aggressive = building_on(aggressive, prepared, checkpoint)
+            text = (yield from attempts(aggressive.request)).text if run.use_model else None
+            checkpoint, again = checkpoint_from(aggressive, text, now)
+            fallback, model_failed = fallback or again, model_failed or (run.use_model and again)
             prepared = aggressive
-            summary = summary_message(
-                prepared, checkpoint, reinjected_content(prepared, reinject, config, budget)
-            )
-            body = t.store.prepare(summary)
-            tokens_after = result.tokens_after - prepared.cut.summarized_tokens + sum(body.tokens)
+            body = _summary(run, prepared, checkpoint, summary_id, now, reinject=True)
     rest = result.tokens_after - prepared.cut.summarized_tokens
     for _ in range(_REFITS):
         if rest + sum(body.tokens) <= budget:
@@ -220,12 +358,10 @@ def _full(
         # Still over budget: make the checkpoint fit the room that is left (re-injected files go first).
         room = max(budget - rest, _MIN_SUMMARY_TOKENS)
         checkpoint = fit(checkpoint, int(len(to_markdown(checkpoint)) * room / sum(body.tokens)))
-        body = t.store.prepare(summary_message(prepared, checkpoint, ()))
+        body = _summary(run, prepared, checkpoint, summary_id, now, reinject=False)
     tokens_after = rest + sum(body.tokens)
     if tokens_after >= result.tokens_after:
-        return _no_full(
-            t, config, budget, manual, breaker, result, "the summary would not make the view smaller"
-        )
+        return _no_full(run, snapshot, result, written, "the summary would not make the view smaller")
     result = msgspec.structs.replace(
         result,
         outcome="full_applied",
@@ -240,40 +376,55 @@ def _full(
         checkpoint=checkpoint,
         failed=model_failed,
     )
-    result = _irreducible(t, config, budget, result)
-    result = breaker.finished(manual=manual, failed=model_failed, config=config).stamp(result)
-    commit_full(t, prepared, body, result)
-    return t.latest_compact_result() or result
+    result = _irreducible(snapshot, config, budget, result)
+    result = run.breaker.finished(manual=run.manual, failed=model_failed, config=config).stamp(result)
+    step = commit(
+        run.store,
+        snapshot.session_id,
+        snapshot.version,
+        full_events(prepared, body, result),
+        {body.message.id: body},
+    )
+    return RoundOutcome(_recorded(result, step), (*written, step))
+
+
+def _prepare(run: _Round, snapshot: TranscriptSnapshot, *, aggressive: bool) -> PreparedFull | None:
+    return prepare_full(
+        snapshot,
+        run.config,
+        previous=run.given.checkpoint,
+        budget_tokens=run.budget,
+        force=run.force,
+        aggressive=aggressive,
+    )
+
+
+def _summary(
+    run: _Round,
+    prepared: PreparedFull,
+    checkpoint: Checkpoint,
+    message_id: str,
+    now: datetime,
+    *,
+    reinject: bool,
+) -> NewBody:
+    files = reinjected_content(prepared, run.reinject, run.config, run.budget) if reinject else []
+    message = summary_message(prepared, checkpoint, files, message_id=message_id, now=now)
+    return summary_body(message, run.deps.counter)
 
 
 def _no_full(
-    t: Transcript,
-    config: CompactConfig,
-    budget: int,
-    manual: bool,
-    breaker: Breaker,
-    result: CompactResult,
-    reason: str,
-) -> CompactResult:
+    run: _Round, snapshot: TranscriptSnapshot, result: CompactResult, written: list[Written], reason: str
+) -> RoundOutcome:
     """Record a round whose full step could not make progress (nothing of that step is written)."""
     micro_done = result.compacted_count > 0
-    failed = not micro_done and result.tokens_before / budget >= config.auto_compact_threshold
+    failed = not micro_done and result.tokens_before / run.budget >= run.config.auto_compact_threshold
     outcome = "micro_applied_then_full_failed" if micro_done else "full_failed"
     result = msgspec.structs.replace(result, outcome=outcome, reason=reason)
-    result = _irreducible(t, config, budget, result)
-    return record(t, breaker.finished(manual=manual, failed=failed, config=config).stamp(result))
-
-
-def _building_on(aggressive: PreparedFull, first: PreparedFull, checkpoint: Checkpoint) -> PreparedFull:
-    """The aggressive step's request: only what the first step kept, on top of the first checkpoint."""
-    already = len(first.request.messages)
-    request = msgspec.structs.replace(
-        aggressive.request,
-        items=aggressive.request.items[already:],
-        messages=aggressive.request.messages[already:],
-        previous_checkpoint=checkpoint,
-    )
-    return msgspec.structs.replace(aggressive, request=request, previous=first.previous)
+    result = _irreducible(snapshot, run.config, run.budget, result)
+    final = run.breaker.finished(manual=run.manual, failed=failed, config=run.config).stamp(result)
+    step = commit(run.store, snapshot.session_id, snapshot.version, [CompactionRecorded(result=final)])
+    return RoundOutcome(_recorded(final, step), (*written, step))
 
 
 def _strategy(prepared: PreparedFull) -> Strategy:
@@ -281,11 +432,13 @@ def _strategy(prepared: PreparedFull) -> Strategy:
     return f"{name}-delta" if prepared.previous is not None else name  # type: ignore[return-value]
 
 
-def _irreducible(t: Transcript, config: CompactConfig, budget: int, result: CompactResult) -> CompactResult:
+def _irreducible(
+    snapshot: TranscriptSnapshot, config: CompactConfig, budget: int, result: CompactResult
+) -> CompactResult:
     """The result, saying `over_budget_irreducible` when what no round can reduce exceeds the budget."""
     if result.tokens_after <= budget:
         return result
-    floor = irreducible_tokens(t.messages(), config)
+    floor = irreducible_tokens(snapshot, config)
     if floor <= budget:
         return result
     return msgspec.structs.replace(
@@ -294,25 +447,3 @@ def _irreducible(t: Transcript, config: CompactConfig, budget: int, result: Comp
         irreducible_tokens=floor,
         reason="system messages, the kept recent steps and pending calls alone exceed the budget",
     )
-
-
-def record(transcript: Transcript, result: CompactResult) -> CompactResult:
-    """Persist a round's result as an event (its own small transaction) and return it as recorded."""
-    recorded = msgspec.structs.replace(result, version=transcript.version + 1)
-    write_events(
-        transcript.store, transcript.session_id, transcript.version, [CompactionRecorded(result=recorded)]
-    )
-    transcript.refresh()
-    return recorded
-
-
-def irreducible_tokens(snapshot: TranscriptSnapshot, config: CompactConfig) -> int:
-    """Tokens no round can reduce: system messages, the kept recent steps (pending calls among them)."""
-    boundary = stale_boundary(snapshot, config)
-    total = 0
-    for entry in snapshot.entries:
-        if entry.flags.excluded or entry.message.kind == "summary":
-            continue
-        if entry.seq >= boundary or entry.message.role == "system":
-            total += entry.token_count
-    return total

@@ -13,7 +13,7 @@ from typing import Final, TypeVar
 
 import msgspec
 
-from transcript.summary import Summarizer, SummaryRequest, is_prompt_too_long
+from planner.summary import Summarizer, SummaryRequest, is_prompt_too_long
 
 MAX_RETRIES: Final = 3
 

@@ -15,8 +15,8 @@ import msgspec
 
 from planner.config import CompactConfig
 from planner.micro import stale_boundary
-from transcript.model import Entry, TranscriptSnapshot
-from transcript.order import canonical_order
+from transcript.model.order import canonical_order
+from transcript.model.snapshot import Entry, TranscriptSnapshot
 
 
 class CutPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -111,3 +111,15 @@ def _turn_start(visible: list[Entry], cut: int) -> int:
         if message.role == "user" and message.kind == "message":
             return index
     return 0
+
+
+def irreducible_tokens(snapshot: TranscriptSnapshot, config: CompactConfig) -> int:
+    """Tokens no round can reduce: system messages, the kept recent steps (pending calls among them)."""
+    boundary = stale_boundary(snapshot, config)
+    total = 0
+    for entry in snapshot.entries:
+        if entry.flags.excluded or entry.message.kind == "summary":
+            continue
+        if entry.seq >= boundary or entry.message.role == "system":
+            total += entry.token_count
+    return total

@@ -50,6 +50,7 @@ class MicroPlan(msgspec.Struct, frozen=True, kw_only=True):
     estimated_saved_tokens: int
     scanned_to: int
     examined: int
+    positions: tuple[tuple[str, int], ...] = ()
 
     @property
     def message_ids(self) -> tuple[str, ...]:
@@ -58,6 +59,13 @@ class MicroPlan(msgspec.Struct, frozen=True, kw_only=True):
 
     def __bool__(self) -> bool:
         return bool(self.entries)
+
+    def seq_of(self, message_id: str) -> int | None:
+        """The `seq` of a message the plan names (None when it does not know it)."""
+        for name, seq in self.positions:
+            if name == message_id:
+                return seq
+        return None
 
 
 def stale_boundary(snapshot: TranscriptSnapshot, config: CompactConfig) -> int:
@@ -83,6 +91,7 @@ def plan_micro(
     start = since if skip_existing_truncated else 0
     protected = config.protected_names()
     entries: list[DirectiveEntry] = []
+    positions: list[tuple[str, int]] = []
     saved = 0
     examined = 0
     for entry in snapshot.entries[start:boundary]:
@@ -98,6 +107,8 @@ def plan_micro(
             if name is not None and name.casefold() in protected:
                 continue
             for proposed, estimate in _part_entries(entry, index, part, config):
+                if not positions or positions[-1][0] != entry.message.id:
+                    positions.append((entry.message.id, entry.seq))
                 entries.append(proposed)
                 saved += estimate
     return MicroPlan(
@@ -107,6 +118,7 @@ def plan_micro(
         estimated_saved_tokens=saved,
         scanned_to=max(boundary, start),
         examined=examined,
+        positions=tuple(positions),
     )
 
 

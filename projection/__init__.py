@@ -32,7 +32,7 @@ from projection.render import (
 )
 from projection.validate import OrderProblem, OrderReport, check_view_order
 from projection.view import Diagnostic, View, ViewSource
-from transcript.order import canonical_order
+from transcript.model.order import canonical_order
 
 __all__ = [
     "CORRUPTED_PROJECTION",

@@ -14,7 +14,7 @@ from projection.render import render_entry
 from projection.validate import check_view_order
 from projection.view import Diagnostic, View, ViewSource
 from transcript.model import Entry, Message, ProjectionDirective
-from transcript.order import canonical_order
+from transcript.model.order import canonical_order
 
 
 def render_llm_view(

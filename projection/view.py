@@ -122,13 +122,13 @@ class View(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         return sum(len(chunk) for chunk in self.chunks)
 
     def to_openai(self) -> list[dict[str, Any]]:
-        """The view as OpenAI Chat Completions `messages` (see `projection.wire.to_openai`)."""
-        from projection.wire import to_openai
+        """The view as OpenAI Chat Completions `messages` (see `projection.wire.openai.to_openai`)."""
+        from projection.wire.openai import to_openai
 
-        return to_openai(self)
+        return to_openai(self.messages)
 
     def to_anthropic(self) -> dict[str, Any]:
-        """The view as an Anthropic Messages body (see `projection.wire.to_anthropic`)."""
-        from projection.wire import to_anthropic
+        """The view as an Anthropic Messages body (see `projection.wire.anthropic.to_anthropic`)."""
+        from projection.wire.anthropic import to_anthropic
 
-        return to_anthropic(self)
+        return to_anthropic(self.messages)

@@ -9,15 +9,16 @@ from pathlib import Path
 import pytest
 
 from projection import check_view_order
+from tests.helpers import dump
 from transcript import FormatError, Message, Store
 
 
 def refused(store: Store, path: Path, format: str) -> FormatError:
     """Import `path` into a store that already holds sessions: it must be refused, the store unchanged."""
-    dump = list(store.iterdump())
+    before = dump(store)
     with pytest.raises(FormatError) as caught:
         store.import_file(path, format=format)
-    assert list(store.iterdump()) == dump
+    assert dump(store) == before
     return caught.value
 
 

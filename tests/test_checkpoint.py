@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from hypothesis import given, strategies as st
 
-from transcript.checkpoint import (
+from transcript.model.checkpoint import (
     CHECKPOINT_JSON_SCHEMA_HINT,
     EMPTY_MARKER,
     LIST_SECTIONS,
@@ -19,7 +19,7 @@ from transcript.checkpoint import (
     to_json,
     to_markdown,
 )
-from transcript.errors import TranscriptError
+from transcript.model.errors import TranscriptError
 
 AT = datetime(2025, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
 LIST_FIELDS = [name for name, _ in LIST_SECTIONS]

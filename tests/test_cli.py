@@ -21,13 +21,14 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from projection.wire_check import check_anthropic_request, check_openai_request
+from projection.wire.check import check_anthropic_request, check_openai_request
 from tests.conftest import CORPUS
 from transcript import Message, Store, ToolCall, Transcript
-from transcript.cli import EXIT_CHECK_FAILED, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, cli
-from transcript.replay import describe
-from transcript.results import CompactResult
-from transcript.state import SessionState
+from transcript.cli import cli
+from transcript.cli.options import EXIT_CHECK_FAILED, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from transcript.model.result import CompactResult
+from transcript.model.state import SessionState
+from transcript.session.replay import describe
 
 SCRIPT = Path(sys.executable).parent / "transcript"
 SWE_FC = CORPUS / "sweagent_marshmallow-1867_fc.traj"
@@ -703,8 +704,16 @@ def test_compact_failures(writable: Path, multi_db: Path, tmp_path: Path) -> Non
 
 def test_compacts_lists_every_round_with_every_field(sim_db: Path) -> None:
     results = run_json(["compacts", "--db", sim_db, "--format", "json"])
-    recorded = [v for v, kind, _, _ in event_rows(sim_db, SIM) if kind == "compaction_recorded"]
-    assert [r["version"] for r in results] == recorded
+    records = [
+        (v, json.loads(payload)["result"].get("round_id"))
+        for v, kind, _, payload in event_rows(sim_db, SIM)
+        if kind == "compaction_recorded"
+    ]
+    # one line per round: a round that recorded its micro step, then its full step, shows the latter
+    latest = [
+        v for i, (v, round_id) in enumerate(records) if i + 1 == len(records) or records[i + 1][1] != round_id
+    ]
+    assert [r["version"] for r in results] == latest
     text = run(["compacts", "--db", sim_db]).stdout.splitlines()
     assert [line.split(":")[0] for line in text if line.startswith("round")] == [
         f"round {i}" for i in range(1, len(results) + 1)

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from projection.wire_check import check_anthropic_request, check_openai_request
+from projection.wire.check import check_anthropic_request, check_openai_request
 from tests.conftest import CORPUS
-from transcript import cli_replay
-from transcript.cli import EXIT_OK, cli
-from transcript.simulate import Replay, replay
+from transcript.cli import cli, history as cli_history
+from transcript.cli.options import EXIT_OK
+from transcript.session.simulate import Simulation, simulate
 
 CORPUS_FILES = sorted(p for p in CORPUS.glob("*") if p.name != "README.md")
 SHARE = 0.4
@@ -46,7 +46,7 @@ class SimulatedSession:
     assistant_messages: int
     totals: dict[str, Any]
     simulate_points: list[dict[str, Any]]
-    live: Replay
+    live: Simulation
 
     @property
     def session_id(self) -> str:
@@ -79,15 +79,17 @@ def _simulate_file(path: Path, workdir: Path) -> SimulatedFile:
     sessions = []
     for sid, tokens, assistants in _measure(path, workdir / "scratch.db"):
         budget = max(1, int(tokens * SHARE))
-        live: list[Replay] = []
+        live: list[Simulation] = []
 
-        def recording(*args: Any, _live: list[Replay] = live, _real: Any = replay, **kwargs: Any) -> Replay:
-            run: Replay = _real(*args, **kwargs)
+        def recording(
+            *args: Any, _live: list[Simulation] = live, _real: Any = simulate, **kwargs: Any
+        ) -> Simulation:
+            run: Simulation = _real(*args, **kwargs)
             _live.append(run)
             return run
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(cli_replay, "replay", recording)
+            patch.setattr(cli_history, "simulate_session", recording)
             out = invoke(
                 [
                     *("simulate", str(path), "--budget", str(budget), "--session", sid),

@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from projection.view import View
+from tests.helpers import sql
 from transcript import Store, verify
 
 pytestmark = pytest.mark.slow
@@ -119,11 +120,9 @@ def test_four_processes_append_to_one_session(tmp_path: Path) -> None:
 
     total = WORKERS * APPENDS
     with Store.open(path, readonly=True, tokenizer="chars/4") as store:
-        rows = store.execute_raw(
-            "SELECT seq, message_id FROM history WHERE session_id = ? ORDER BY seq", [SESSION]
-        )
-        (events,) = store.execute_raw("SELECT count(*) FROM events WHERE session_id = ?", [SESSION])[0]
-        (bodies,) = store.execute_raw("SELECT count(*) FROM bodies")[0]
+        rows = sql(store, "SELECT seq, message_id FROM history WHERE session_id = ? ORDER BY seq", [SESSION])
+        (events,) = sql(store, "SELECT count(*) FROM events WHERE session_id = ?", [SESSION])[0]
+        (bodies,) = sql(store, "SELECT count(*) FROM bodies")[0]
         messages = store.session(SESSION, create=False).stored_messages()
     seqs = [seq for seq, _ in rows]
     ids = [message_id for _, message_id in rows]

@@ -16,20 +16,21 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
-from mutate import irreducible_tokens
 from planner import CompactConfig
+from planner.cut import irreducible_tokens
 from projection import check_view_order
 from projection.view import View
 from tests.conftest import CORPUS
 from transcript import Store, Transcript
 from transcript.formats import ParsedSession, detect_format, parse
-from transcript.importing import import_sessions
 from transcript.model import CompactionRecorded
-from transcript.results import CompactResult
-from transcript.simulate import replay
-from transcript.state import SessionState
+from transcript.model.result import CompactResult
+from transcript.model.state import SessionState
+from transcript.session.importing import import_sessions
+from transcript.session.simulate import simulate
 
 CORPUS_FILES = sorted(p for p in CORPUS.glob("*") if p.name != "README.md")
 SWE_FC = CORPUS / "sweagent_marshmallow-1867_fc.traj"
@@ -45,7 +46,7 @@ SESSIONS = _sessions()
 
 def _final_view_tokens(session: ParsedSession) -> int:
     store = Store.open(":memory:", tokenizer="chars/4")
-    import_sessions(store, [session], source="corpus")
+    import_sessions(store.events, store.counter, [session], source="corpus")
     return store.session(session.session_id).visible_messages().tokens
 
 
@@ -60,7 +61,7 @@ def _replayed(tmp_path: Path, session: ParsedSession) -> tuple[Path, Transcript,
         problems.extend(f"pending {c} before a model call" for c in report.pending)
 
     budget = max(1, int(_final_view_tokens(session) * 0.4))
-    replay(transcript, session.messages, budget_tokens=budget, on_model_call=check)
+    simulate(transcript, session.messages, budget_tokens=budget, on_model_call=check)
     return path, transcript, problems
 
 
@@ -169,7 +170,7 @@ def _floors(session: ParsedSession) -> list[int]:
     """The irreducible floor (system messages, kept recent steps, pending calls) at every model call."""
     transcript = Store.open(":memory:", tokenizer="chars/4").session(session.session_id)
     floors: list[int] = []
-    replay(
+    simulate(
         transcript,
         session.messages,
         budget_tokens=10**12,
@@ -197,7 +198,7 @@ def _full_replay(
         report = check_view_order(view.messages)
         problems.extend(f"{p.code} at {p.message_id}" for p in report.problems)
 
-    run = replay(transcript, session.messages, budget_tokens=budget, on_model_call=check)
+    run = simulate(transcript, session.messages, budget_tokens=budget, on_model_call=check)
     fulls = sum(1 for call in run.calls if call.result.strategy and "checkpoint" in call.result.strategy)
     return path, transcript, problems, fulls
 
@@ -232,5 +233,9 @@ def test_long_sessions_stay_under_budget_through_full_compactions(
 
 def state_result(state: SessionState) -> CompactResult | None:
     """The latest compaction result recorded in an exported state."""
-    results = [e.event.result for e in state.events if isinstance(e.event, CompactionRecorded)]
+    results = [
+        msgspec.structs.replace(e.event.result, version=e.version)
+        for e in state.events
+        if isinstance(e.event, CompactionRecorded)
+    ]
     return results[-1] if results else None

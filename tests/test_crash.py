@@ -30,6 +30,7 @@ import msgspec
 import pytest
 
 from transcript import Message, Store, ToolCall, Transcript, verify
+from transcript.store.bodies import prepare
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +51,7 @@ with open(turn_file, "rb") as f:
     turn = msgspec.json.decode(f.read(), type=list[Message])
 
 t = Transcript.open(path, session_id=session_id, tokenizer=tokenizer)
-conn = t.store._conn
+conn = t.events.connection
 if cache_pages:
     # A tiny page cache makes SQLite spill the uncommitted transaction's pages into the WAL before
     # COMMIT, so a kill leaves uncommitted frames there that recovery must ignore.
@@ -267,7 +268,7 @@ def test_crash_mid_transaction_then_read_write_open_recovers(tmp_path: Path) -> 
         t.append_turn(the_turn)
         assert t.pending_calls == ()
         assert [m.id for m in t.stored_messages()] == [m.id for m in history() + the_turn]
-        counted = [store.prepare(m).tokens for m in the_turn]
+        counted = [prepare(m, store.counter).tokens for m in the_turn]
         stored = [entry.tokens for entry in t.messages().entries[len(history()) :]]
         assert stored == counted
         assert stored[1][0] > 1_000  # exact BPE counts, not an empty or placeholder count

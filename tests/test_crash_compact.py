@@ -22,7 +22,6 @@ SESSION = "s"
 
 CHILD = r"""
 import os, signal, sys
-from mutate import micro_compact
 from planner import CompactConfig, plan_micro
 from transcript import Transcript
 
@@ -36,9 +35,9 @@ def trace(sql):
         os.kill(os.getpid(), signal.SIGKILL)
     statements.append(sql)
 
-t.store._conn.set_trace_callback(trace)
-micro_compact(t, plan)
-t.store._conn.set_trace_callback(None)
+t.events.connection.set_trace_callback(trace)
+t.apply_micro_plan(plan)
+t.events.connection.set_trace_callback(None)
 if len(statements) == kill_after:
     os.kill(os.getpid(), signal.SIGKILL)
 print(len(statements))

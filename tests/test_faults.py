@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import connection
 from tests.test_crash import history as crash_history
 from transcript import (
     Message,
@@ -31,7 +32,7 @@ from transcript import (
     Transcript,
     verify,
 )
-from transcript.hashing import body_hash
+from transcript.model.hashing import body_hash
 
 TOKENIZER = "chars/4"
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -92,7 +93,7 @@ def test_append_to_read_only_store_raises_store_read_only(store_path: Path) -> N
             t.append(Message.user("one more"))
         assert ids(t) == IDS
         assert t.version == len(IDS)
-        assert list(store.iterdump()) == before
+        assert list(connection(store).iterdump()) == before
     assert dump(store_path) == before
 
 
@@ -101,13 +102,13 @@ def test_read_only_connection_itself_refuses_writes(store_path: Path) -> None:
     before = dump(store_path)
     with Store.open(store_path, readonly=True, tokenizer=TOKENIZER) as store:
         t = store.session("s1")
-        store.readonly = False  # get past the store's early refusal, down to the connection
+        store.events.readonly = False  # get past the store's early refusal, down to the connection
         with pytest.raises(StoreReadOnly) as caught:
             t.append(Message.user("one more"))
         # Translated from SQLite's own refusal, not raised by the store's flag check.
         assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
         assert "readonly database" in str(caught.value)
-        assert not store._conn.in_transaction
+        assert not connection(store).in_transaction
         assert ids(t) == IDS
     assert dump(store_path) == before
 
@@ -147,8 +148,8 @@ def test_read_only_open_of_missing_file_raises_store_unavailable(tmp_path: Path)
 def test_full_database_raises_store_full_and_keeps_content(store: Store, store_path: Path) -> None:
     t = store.session("s1")
     before = dump(store_path)
-    (pages,) = store._conn.execute("PRAGMA page_count").fetchone()
-    store._conn.execute(f"PRAGMA max_page_count = {pages + 2}")
+    (pages,) = connection(store).execute("PRAGMA page_count").fetchone()
+    connection(store).execute(f"PRAGMA max_page_count = {pages + 2}")
     big = "0123456789abcdef" * 65_536  # 1 MiB: ~256 pages more than the limit allows
     # A whole turn: the assistant message fits, its 1 MiB result does not.
     turn = [
@@ -156,21 +157,21 @@ def test_full_database_raises_store_full_and_keeps_content(store: Store, store_p
         Message.tool_result("c1", big, name="Bash", id="r1"),
     ]
     statements: list[str] = []
-    store._conn.set_trace_callback(statements.append)
+    connection(store).set_trace_callback(statements.append)
     with pytest.raises(StoreFull):
         t.append_turn(turn)
-    store._conn.set_trace_callback(None)
+    connection(store).set_trace_callback(None)
     # The disk filled mid-transaction: a statement writing a1 ran before the one that failed, on r1's
     # 1 MiB body; the rollback took a1 back too.
     issued = [sql for sql in statements if sql != "ROLLBACK"]
     assert any("'a1'" in sql for sql in issued[:-1])
     assert "'r1'" in issued[-1]
-    assert not store._conn.in_transaction
+    assert not connection(store).in_transaction
     assert ids(t) == IDS
     assert t.pending_calls == ()
     assert dump(store_path) == before
 
-    store._conn.execute("PRAGMA max_page_count = 1073741823")
+    connection(store).execute("PRAGMA max_page_count = 1073741823")
     t.append(Message.user("small", id="u-small"))
     t.append_turn(turn)
     assert ids(t) == [*IDS, "u-small", "a1", "r1"]
@@ -189,7 +190,7 @@ def test_lock_held_past_timeout_raises_store_locked(store_path: Path) -> None:
             holder.execute("BEGIN IMMEDIATE")
             with pytest.raises(StoreLocked):
                 t.append(Message.user("blocked", id="u-blocked"))
-            assert not store._conn.in_transaction
+            assert not connection(store).in_transaction
             assert ids(t) == IDS
             assert dump(store_path) == before
         finally:
@@ -367,7 +368,7 @@ def test_insert_or_replace_through_the_stores_connection_is_refused(
     before = dump(store_path)
     sql, params = replace_statement(table)
     with pytest.raises(sqlite3.IntegrityError, match=f"{table} is append-only"):
-        store._conn.execute(sql, params)
+        connection(store).execute(sql, params)
     assert dump(store_path) == before
 
 

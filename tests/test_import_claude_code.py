@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tests.conftest import CORPUS
+from tests.helpers import dump
 from transcript import Store, verify
 from transcript.formats.base import FormatError
 from transcript.formats.claude_code import parse
-from transcript.importing import ImportReport
 from transcript.model import (
     INTERRUPTED_RESULT,
     ImagePart,
@@ -29,6 +29,7 @@ from transcript.model import (
     ToolCall,
     ToolResult,
 )
+from transcript.session.importing import ImportReport
 
 FORMAT = "claude-code"
 BIG = CORPUS / "claude-code_ccviewer_fe5e1c67.jsonl"
@@ -212,11 +213,11 @@ def test_file_store_verifies_and_every_message_is_visible(path: Path, db_path: P
 def test_reimport_is_a_no_op(path: Path, db_path: Path) -> None:
     store = Store.open(db_path, tokenizer="chars/4")
     _, first = _import(path, store)
-    dump = list(store.iterdump())
+    before = dump(store)
     _, second = _import(path, store)
     assert [s.session_id for s in second.sessions] == [s.session_id for s in first.sessions]
     assert all(s.appended == 0 for s in second.sessions)
-    assert list(store.iterdump()) == dump
+    assert dump(store) == before
     store.close()
 
 
@@ -653,7 +654,7 @@ def test_a_malformed_record_is_refused_naming_its_line_and_the_store_is_unchange
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.open(Path(tmp) / "t.db", tokenizer="chars/4")
         store.import_file(write(Path(tmp), _base("held-"), name="held.jsonl"), format=FORMAT)
-        before = list(store.iterdump())
+        before = dump(store)
         path = Path(tmp) / "bad.jsonl"
         path.write_bytes(b"\n".join(lines) + b"\n")
         with pytest.raises(FormatError) as caught:
@@ -662,7 +663,7 @@ def test_a_malformed_record_is_refused_naming_its_line_and_the_store_is_unchange
         assert f"line {broken}" in str(caught.value)
         if kind == "surrogate":
             assert "surrogate" in caught.value.reason
-        assert list(store.iterdump()) == before
+        assert dump(store) == before
         store.close()
 
 

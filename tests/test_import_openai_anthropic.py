@@ -14,10 +14,10 @@ import msgspec
 import pytest
 from hypothesis import given, strategies as st
 
+from tests.helpers import dump
 from tests.import_checks import assert_paired
 from transcript import FormatError, Store, verify
 from transcript.formats import anthropic_messages, openai_chat, parse
-from transcript.hashing import body_hash
 from transcript.model import (
     INTERRUPTED_RESULT,
     DocumentPart,
@@ -31,6 +31,7 @@ from transcript.model import (
     ToolCall,
     ToolResult,
 )
+from transcript.model.hashing import body_hash
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 OPENAI = FIXTURES / "openai_chat_sample.jsonl"
@@ -124,11 +125,11 @@ def test_file_store_verifies_and_serves_every_message(path: Path, tmp_path: Path
 def test_reimport_is_a_no_op(path: Path) -> None:
     store = Store.open(":memory:", tokenizer="chars/4")
     first = store.import_file(path)
-    before = list(store.iterdump())
+    before = dump(store)
     second = store.import_file(path)
     assert [s.session_id for s in second.sessions] == [s.session_id for s in first.sessions]
     assert all(s.appended == 0 for s in second.sessions)
-    assert list(store.iterdump()) == before
+    assert dump(store) == before
 
 
 def test_ids_are_deterministic_and_created_at_is_the_file_time() -> None:
@@ -390,14 +391,14 @@ def test_malformed_openai_records_are_refused_with_the_line_and_the_store_is_unc
     store = Store.open(":memory:", tokenizer="chars/4")
     store.import_file(OPENAI, format="openai-jsonl")
     store.import_file(CONVERSATIONS, format="openai-jsonl")
-    before = list(store.iterdump())
+    before = dump(store)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / OPENAI.name
         path.write_text("\n".join(lines) + "\n")
         with pytest.raises(FormatError) as info:
             store.import_file(path, format="openai-jsonl")
     assert info.value.line == index + 1
-    assert list(store.iterdump()) == before
+    assert dump(store) == before
 
 
 ANTHROPIC_BODY = json.loads(ANTHROPIC.read_text())
@@ -432,20 +433,20 @@ def test_malformed_anthropic_messages_are_refused_naming_the_record_and_the_stor
     body["messages"][index] = ANTHROPIC_MUTATIONS[mutation](body["messages"][index])
     store = Store.open(":memory:", tokenizer="chars/4")
     store.import_file(ANTHROPIC, format="anthropic-json")
-    before = list(store.iterdump())
+    before = dump(store)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / ANTHROPIC.name
         path.write_text(json.dumps(body, indent=2))
         with pytest.raises(FormatError, match=rf"messages\[{index}\]"):
             store.import_file(path, format="anthropic-json")
-    assert list(store.iterdump()) == before
+    assert dump(store) == before
 
 
 @given(cut=st.integers(1, len(ANTHROPIC.read_bytes().rstrip()) - 1))
 def test_a_truncated_anthropic_document_is_refused_and_the_store_is_unchanged(cut: int) -> None:
     store = Store.open(":memory:", tokenizer="chars/4")
     store.import_file(OPENAI, format="openai-jsonl")
-    before = list(store.iterdump())
+    before = dump(store)
     data = ANTHROPIC.read_bytes()[:cut]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / ANTHROPIC.name
@@ -453,7 +454,7 @@ def test_a_truncated_anthropic_document_is_refused_and_the_store_is_unchanged(cu
         with pytest.raises(FormatError, match="not a JSON document") as info:
             store.import_file(path, format="anthropic-json")
     assert info.value.line is None or 1 <= info.value.line <= data.count(b"\n") + 1
-    assert list(store.iterdump()) == before
+    assert dump(store) == before
 
 
 # --- export round trips ------------------------------------------------------------------------------

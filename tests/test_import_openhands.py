@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tests.conftest import CORPUS
+from tests.helpers import dump
 from tests.import_checks import assert_paired, refused, surrogate_line
 from transcript import FormatError, Store, verify
 from transcript.formats import parse
@@ -117,11 +118,11 @@ def test_file_store_verifies_and_views_hold_every_message(tmp_path: Path) -> Non
 def test_reimport_is_a_no_op() -> None:
     with Store.open(":memory:", tokenizer="chars/4") as store:
         first = store.import_file(MULTI, format="openhands")
-        dump = list(store.iterdump())
+        before = dump(store)
         again = store.import_file(MULTI, format="openhands")
         assert [s.session_id for s in again.sessions] == [s.session_id for s in first.sessions]
         assert all(s.appended == 0 for s in again.sessions)
-        assert list(store.iterdump()) == dump
+        assert dump(store) == before
 
 
 def test_skipped_events_are_counted_not_silent() -> None:
@@ -339,10 +340,10 @@ def test_malformed_run_line_is_refused_with_its_line(
         path = Path(tmp) / "runs.jsonl"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         with seeded_store(Path(tmp)) as store:
-            dump = list(store.iterdump())
+            stored = dump(store)
             with pytest.raises(FormatError) as caught:
                 store.import_file(path, format="openhands")
-            assert list(store.iterdump()) == dump
+            assert dump(store) == stored
     assert caught.value.line == before + 1
     assert str(path) in str(caught.value)
 

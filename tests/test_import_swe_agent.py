@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tests.conftest import CORPUS
+from tests.helpers import dump
 from tests.import_checks import assert_paired, refused, surrogate_line
 from transcript import FormatError, ReasoningPart, Store, ToolCall, verify
 from transcript.formats import parse
@@ -93,10 +94,10 @@ def test_file_store_verifies_and_views_hold_every_message(tmp_path: Path) -> Non
 def test_reimport_is_a_no_op() -> None:
     with Store.open(":memory:", tokenizer="chars/4") as store:
         store.import_file(FC, format="swe-agent")
-        dump = list(store.iterdump())
+        before = dump(store)
         (again,) = store.import_file(FC, format="swe-agent").sessions
         assert again.appended == 0
-        assert list(store.iterdump()) == dump
+        assert dump(store) == before
 
 
 def test_reused_call_id_pairs_with_the_closest_preceding_call() -> None:

@@ -23,7 +23,7 @@ def test_pure_layers_leave_sqlite_and_the_store_unloaded() -> None:
         "_sqlite3",
         "sqlite_utils",
         "transcript.store",
-        "transcript.session",
+        "transcript.session.facade",
         "tiktoken",
     }
 

@@ -24,11 +24,12 @@ from hypothesis import event, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from planner import CompactConfig
+from planner.summary import PromptTooLong, SummaryRequest
 from projection import check_view_order, plan_from_persisted_directives, render_llm_view
 from tests.conftest import PROJECT_ROOT, PYTHON, SUBPROCESS_REOPENS
+from tests.helpers import fold_marks, sql
 from transcript import Message, ToolCall, Transcript
-from transcript.model import EVENT_DECODER, MessageMarked, fold_marks
-from transcript.summary import PromptTooLong, SummaryRequest
+from transcript.model import EVENT_DECODER, MessageMarked
 
 SESSION = "life"
 TOKENIZER = "chars/4"
@@ -241,7 +242,8 @@ class Lifecycle(RuleBasedStateMachine):
 
     @invariant()
     def fold_of_the_log_equals_the_flags(self) -> None:
-        rows = self.t.store.execute_raw(
+        rows = sql(
+            self.t,
             "SELECT payload FROM events WHERE session_id = ? AND kind = 'message_marked' ORDER BY version",
             (SESSION,),
         )

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
+from planner.summary import PromptTooLong, SummaryRequest
 from tests.test_full import GOAL, _grow, _over
 from transcript import Message, Store
-from transcript.checkpoint import Checkpoint
-from transcript.llm_summarizer import LlmSummarizer
-from transcript.summary import PromptTooLong, SummaryRequest
+from transcript.integrations.llm import LlmSummarizer
+from transcript.model.checkpoint import Checkpoint
 
 
 class FakeResponse:

@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
+from tests.helpers import fold_marks
 from transcript import InvalidMessage, Message, ToolCall
-from transcript.codec import decode_message, normalize_message
-from transcript.hashing import body_hash
 from transcript.model import (
     NO_FLAGS,
     DirectiveEntry,
@@ -23,9 +22,10 @@ from transcript.model import (
     TextPart,
     ToolResult,
     apply_mark,
-    fold_marks,
     new_message_id,
 )
+from transcript.model.codec import decode_message, normalize_message
+from transcript.model.hashing import body_hash
 
 UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 

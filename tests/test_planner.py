@@ -158,12 +158,12 @@ def test_rounds_only_look_at_what_earlier_rounds_did_not_touch(session: Transcri
     config = CompactConfig()
     for n in range(6):
         _step(session, n, "x" * 900)
+    cursor = plan_micro(session.messages(), config).scanned_to  # where the round below stops looking
     first = session.compact(budget_tokens=1, config=MICRO_ONLY, manual=True)
     truncated = set(first.compacted_ids)
     assert truncated
     for n in range(6, 9):
         _step(session, n, "y" * 900)
-    cursor = session.micro_cursor(config)
     plan = plan_micro(session.messages(), config, since=cursor)
     assert not truncated & set(plan.message_ids)
     assert plan.message_ids and plan.examined == plan.scanned_to - cursor

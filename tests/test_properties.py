@@ -28,6 +28,7 @@ from hypothesis import event, given, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from tests.conftest import PROJECT_ROOT, PYTHON, SUBPROCESS_REOPENS
+from tests.helpers import dump, sql
 from tests.test_tokens import chunked_reference_count, reference_count
 from transcript import (
     DocumentPart,
@@ -260,10 +261,11 @@ def encode(messages: Sequence[Message]) -> bytes:
     return msgspec.json.encode(list(messages))
 
 
-def store_counts(store: Store) -> tuple[int, int, int]:
+def store_counts(store: Store | Transcript) -> tuple[int, int, int]:
     """Rows of bodies, history and events: what "nothing was stored" is checked on."""
-    (row,) = store.execute_raw(
-        "SELECT (SELECT count(*) FROM bodies), (SELECT count(*) FROM history), (SELECT count(*) FROM events)"
+    (row,) = sql(
+        store,
+        "SELECT (SELECT count(*) FROM bodies), (SELECT count(*) FROM history), (SELECT count(*) FROM events)",
     )
     return row[0], row[1], row[2]
 
@@ -398,7 +400,7 @@ class TranscriptLifecycle(RuleBasedStateMachine):
                     self.answered.append(result.call_id)
 
     def assert_unchanged_after_refusal(self, attempt: Callable[[], object]) -> None:
-        before = store_counts(self.transcript.store)
+        before = store_counts(self.transcript)
         try:
             attempt()
         except InvalidMessage:
@@ -406,7 +408,7 @@ class TranscriptLifecycle(RuleBasedStateMachine):
         else:
             raise AssertionError("the message was not refused")
         assert self.transcript.version == self.version
-        assert store_counts(self.transcript.store) == before
+        assert store_counts(self.transcript) == before
         assert encode(self.transcript.stored_messages()) == encode(self.expected)
 
     # rules
@@ -738,12 +740,12 @@ def assert_refused_and_nothing_stored(t: Transcript, attempt: Callable[[], objec
     version = t.version
     stored = encode(t.stored_messages())
     view = t.visible_messages().canonical_json()
-    dump = list(t.store.iterdump())
+    before = dump(t)
     pending = t.pending_calls
     with pytest.raises(InvalidMessage):
         attempt()
     assert t.version == version
-    assert list(t.store.iterdump()) == dump
+    assert dump(t) == before
     assert encode(t.stored_messages()) == stored
     assert t.visible_messages().canonical_json() == view
     assert t.pending_calls == pending
@@ -773,7 +775,7 @@ def test_lone_surrogate_in_any_text_field_is_refused(
         clean = build(text or "ok")
         assert encode(t.append_turn([clean])) == encode([clean])
     finally:
-        t.store.close()
+        t.close()
 
 
 def test_lone_surrogate_in_provider_arguments_is_refused_at_append() -> None:
@@ -787,7 +789,7 @@ def test_lone_surrogate_in_provider_arguments_is_refused_at_append() -> None:
             ),
         )
     finally:
-        t.store.close()
+        t.close()
 
 
 # --- refusals: other invalid messages --------------------------------------------------------------
@@ -901,7 +903,7 @@ def test_invalid_message_is_refused_and_nothing_stored(case: str, in_batch: bool
         else:
             assert_refused_and_nothing_stored(t, lambda: t.append(message))
     finally:
-        t.store.close()
+        t.close()
 
 
 def test_factories_refuse_a_naive_datetime() -> None:

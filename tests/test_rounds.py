@@ -6,13 +6,12 @@ from pathlib import Path
 
 import pytest
 
-import transcript.liveview as liveview
-from mutate import micro_compact
+import transcript.session.incremental as liveview
 from planner import CompactConfig, plan_micro
 from projection import CORRUPTED_PROJECTION, DIRECTIVE_ID_MISMATCH, PROJECTION_REBUILT, RENDER_FAILED
 from projection.render import render_entry
+from tests.helpers import dump, write_marks
 from transcript import ConflictError, Message, Store, ToolCall, Transcript, verify
-from transcript.flagwrite import write_marks
 from transcript.model import DirectiveEntry, MessageMarked, ProjectionDirective
 
 
@@ -73,12 +72,12 @@ def test_a_round_that_can_make_no_progress_is_skipped_without_a_write(session: T
 def test_shadow_mode_reports_and_writes_nothing(tmp_path: Path) -> None:
     with Transcript.open(tmp_path / "s.db", session_id="s", tokenizer="chars/4") as t:
         _session(t)
-        before = list(t.store.iterdump())
+        before = dump(t)
         tokens = t.visible_messages().tokens
         result = t.compact(budget_tokens=int(tokens / 0.8), shadow=True)
         assert result.outcome == "shadowed" and result.compacted_count == 5
         assert result.tokens_after == tokens - result.estimated_saved_tokens < tokens
-        assert list(t.store.iterdump()) == before
+        assert dump(t) == before
         assert t.visible_messages().tokens == tokens
 
 
@@ -123,7 +122,7 @@ def test_a_plan_from_an_older_version_is_a_conflict(session: Transcript) -> None
     plan = plan_micro(session.messages(), CompactConfig())
     session.append(Message.user("more"))
     with pytest.raises(ConflictError):
-        micro_compact(session, plan)
+        session.apply_micro_plan(plan)
     assert not any(e.flags.truncated for e in session.messages().entries)
 
 
@@ -150,7 +149,7 @@ def test_an_id_mismatch_rebuilds_in_memory_and_says_so(session: Transcript) -> N
         ),
     )
     write_marks(
-        session.store,
+        session,
         "s",
         session.version,
         [MessageMarked(message_id=victim, truncated=True, projection=wrong)],
@@ -166,7 +165,7 @@ def test_an_id_mismatch_rebuilds_in_memory_and_says_so(session: Transcript) -> N
 
 def test_truncated_without_directive_rebuilds_and_never_guesses(session: Transcript) -> None:
     victim = session.messages().entries[3].message.id
-    write_marks(session.store, "s", session.version, [MessageMarked(message_id=victim, truncated=True)])
+    write_marks(session, "s", session.version, [MessageMarked(message_id=victim, truncated=True)])
     view = session.visible_messages()
     assert view.diagnostics[0].code == CORRUPTED_PROJECTION and view.diagnostics[0].message_id == victim
 
@@ -180,7 +179,7 @@ def test_a_directive_that_cannot_render_falls_back_to_canonical(session: Transcr
         ),
     )
     write_marks(
-        session.store,
+        session,
         "s",
         session.version,
         [MessageMarked(message_id=victim, truncated=True, projection=odd)],

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import append_summary, connection, write_marks
 from transcript import InvalidMessage, Message, Store, ToolCall, Transcript, verify
-from transcript.flagwrite import write_marks
 from transcript.model import MessageMarked
-from transcript.session import INTERRUPTED_RESULT
+from transcript.session.facade import INTERRUPTED_RESULT
 
 
 def _call(call_id: str, name: str = "Bash") -> ToolCall:
@@ -81,7 +81,7 @@ def test_repair_answers_pending_calls_without_editing_history(db_path: Path) -> 
 def test_marks_written_by_mutate_reach_the_view(transcript: Transcript) -> None:
     old = transcript.append(Message.user("old"))
     kept = transcript.append(Message.user("kept"))
-    write_marks(transcript.store, "s", transcript.version, [MessageMarked(message_id=old.id, excluded=True)])
+    write_marks(transcript, "s", transcript.version, [MessageMarked(message_id=old.id, excluded=True)])
     view = transcript.visible_messages()
     assert [m.id for m in view.messages] == [kept.id]
     assert transcript.messages().entries[0].flags.excluded
@@ -92,7 +92,7 @@ def test_a_summary_renders_before_its_anchor(transcript: Transcript) -> None:
     system = transcript.append(Message.system("sys"))
     old = transcript.append(Message.user("old"))
     tail = transcript.append(Message.user("tail"))
-    write_marks(transcript.store, "s", transcript.version, [MessageMarked(message_id=old.id, excluded=True)])
+    write_marks(transcript, "s", transcript.version, [MessageMarked(message_id=old.id, excluded=True)])
     assert [m.id for m in transcript.visible_messages().messages] == [system.id, tail.id]
     summary = Message(
         id="sum",
@@ -102,7 +102,7 @@ def test_a_summary_renders_before_its_anchor(transcript: Transcript) -> None:
         parts=Message.user("summary of old").parts,
         created_at=tail.created_at,
     )
-    transcript.append(summary)
+    append_summary(transcript, summary)
     assert [m.id for m in transcript.visible_messages().messages] == [system.id, "sum", tail.id]
 
 
@@ -112,7 +112,7 @@ def test_another_connection_sees_only_what_is_new(db_path: Path) -> None:
         writer.append(Message.user("one", id="1"))
         assert [m.id for m in reader.visible_messages().messages] == ["1"]
         seen: list[tuple[str, tuple[object, ...]]] = []
-        b._conn.set_trace_callback(lambda sql: seen.append((sql, ())))
+        connection(b).set_trace_callback(lambda sql: seen.append((sql, ())))
         reader.visible_messages()
         assert [sql for sql, _ in seen] == ["PRAGMA data_version"]
         writer.append(Message.user("two", id="2"))

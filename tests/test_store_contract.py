@@ -8,6 +8,7 @@ import msgspec
 import pytest
 
 from tests.conftest import StoreFactory
+from tests.helpers import sql
 from transcript import (
     ConflictError,
     DuplicateMessage,
@@ -114,7 +115,7 @@ def test_a_body_is_stored_once_and_shared_by_sessions() -> None:
     shared = Message.user("same words", id="shared")
     store.session("a").append(shared)
     store.session("b").append(shared)
-    assert store.execute_raw("SELECT count(*) FROM bodies") == [(1,)]
+    assert sql(store, "SELECT count(*) FROM bodies") == [(1,)]
     assert store.session("b").stored_messages() == [shared]
 
 

@@ -27,6 +27,7 @@ from tiktoken.load import load_tiktoken_bpe
 import transcript
 import transcript.tokens
 from tests.conftest import PROJECT_ROOT, PYTHON
+from tests.helpers import dump, sql
 from transcript import (
     DocumentPart,
     ImagePart,
@@ -97,8 +98,8 @@ def tokens_of(t: Transcript) -> list[tuple[int, ...]]:
     return [entry.tokens for entry in t.messages().entries]
 
 
-def bodies_tokenizers(store: Store) -> set[str]:
-    return {row[0] for row in store.execute_raw("SELECT tokenizer FROM bodies")}
+def bodies_tokenizers(store: Store | Transcript) -> set[str]:
+    return {row[0] for row in sql(store, "SELECT tokenizer FROM bodies")}
 
 
 class CountSpy:
@@ -385,7 +386,7 @@ def test_chars4_store_estimates_and_records_it(tmp_path: Path) -> None:
             t.append_turn([Message.system(_SAMPLE), Message.user(_SAMPLE + "x")])
             assert tokens_of(t) == [(math.ceil(len(_SAMPLE) / 4),), (math.ceil((len(_SAMPLE) + 1) / 4),)]
             assert t.messages().tokenizer == "chars/4"
-            assert bodies_tokenizers(t.store) == {"chars/4"}
+            assert bodies_tokenizers(t) == {"chars/4"}
 
 
 def test_each_body_records_the_tokenizer_that_counted_it(tmp_path: Path) -> None:
@@ -394,7 +395,7 @@ def test_each_body_records_the_tokenizer_that_counted_it(tmp_path: Path) -> None
         estimated = t.append(Message.user(_SAMPLE))
     with Transcript.open(path, session_id=SESSION) as t:
         exact = t.append(Message.user(_SAMPLE + " again"))
-        rows = dict(t.store.execute_raw("SELECT message_id, tokenizer FROM bodies"))
+        rows = dict(sql(t, "SELECT message_id, tokenizer FROM bodies"))
         assert tokens_of(t) == [(math.ceil(len(_SAMPLE) / 4),), (reference_count(_SAMPLE + " again"),)]
     assert rows == {estimated.id: "chars/4", exact.id: "cl100k_base"}
 
@@ -469,10 +470,10 @@ def test_a_tampered_rank_file_stores_nothing(rank_file_at: Callable[[bytes], Non
     rank_file_at(tampered_ranks())
     with Transcript.open(tmp_path / "t.db", session_id=SESSION) as t:
         t.append(Message.user([ImagePart(media_type="image/png", data="iVBORw0KGgo=")]))
-        dump = list(t.store.iterdump())
+        before = dump(t)
         with pytest.raises(TokenizerUnavailable):
             t.append(Message.user(_SAMPLE))
-        assert list(t.store.iterdump()) == dump
+        assert dump(t) == before
         assert t.version == 1
         assert len(t.stored_messages()) == 1
 

@@ -37,7 +37,7 @@ from projection.wire import (
     to_openai,
     wire_call_ids,
 )
-from projection.wire_check import (
+from projection.wire.check import (
     ANTHROPIC_ID,
     BAD_CALL_ID,
     BLANK_TEXT,
@@ -72,7 +72,7 @@ from transcript import (
     TextPart,
     ToolCall,
 )
-from transcript.errors import PendingToolCalls
+from transcript.model.errors import PendingToolCalls
 
 # --- SDK request types ------------------------------------------------------------------------------
 

@@ -10,27 +10,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from planner.summary import LocalSummarizer as LocalSummarizer, SummaryRequest as SummaryRequest
     from projection.view import Diagnostic as Diagnostic, View as View
-    from transcript.checkpoint import Checkpoint as Checkpoint
-    from transcript.continuation import Status as Status
-    from transcript.errors import (
-        ConflictError as ConflictError,
-        DuplicateMessage as DuplicateMessage,
-        InvalidMessage as InvalidMessage,
-        InvalidSession as InvalidSession,
-        PendingToolCalls as PendingToolCalls,
-        SchemaError as SchemaError,
-        SessionNotFound as SessionNotFound,
-        StoreCorrupted as StoreCorrupted,
-        StoreFull as StoreFull,
-        StoreLocked as StoreLocked,
-        StoreReadOnly as StoreReadOnly,
-        StoreUnavailable as StoreUnavailable,
-        TokenizerUnavailable as TokenizerUnavailable,
-        TranscriptError as TranscriptError,
-    )
     from transcript.formats.base import FormatError as FormatError
-    from transcript.importing import ImportReport as ImportReport, SessionReport as SessionReport
     from transcript.model import (
         DirectiveEntry as DirectiveEntry,
         DocumentPart as DocumentPart,
@@ -47,45 +29,61 @@ if TYPE_CHECKING:
         ToolResult as ToolResult,
         TranscriptSnapshot as TranscriptSnapshot,
     )
-    from transcript.results import CompactResult as CompactResult
-    from transcript.session import Transcript as Transcript
-    from transcript.state import SessionState as SessionState
-    from transcript.store import SessionInfo as SessionInfo, Store as Store
-    from transcript.summary import (
-        LocalSummarizer as LocalSummarizer,
+    from transcript.model.checkpoint import Checkpoint as Checkpoint
+    from transcript.model.errors import (
+        ConflictError as ConflictError,
+        DuplicateMessage as DuplicateMessage,
+        InvalidMessage as InvalidMessage,
+        InvalidSession as InvalidSession,
+        PendingToolCalls as PendingToolCalls,
         PromptTooLong as PromptTooLong,
-        SummaryRequest as SummaryRequest,
+        SchemaError as SchemaError,
+        SessionNotFound as SessionNotFound,
+        StoreCorrupted as StoreCorrupted,
+        StoreFull as StoreFull,
+        StoreLocked as StoreLocked,
+        StoreReadOnly as StoreReadOnly,
+        StoreUnavailable as StoreUnavailable,
+        TokenizerUnavailable as TokenizerUnavailable,
+        TranscriptError as TranscriptError,
     )
-    from transcript.verify import VerifyReport as VerifyReport, verify as verify
+    from transcript.model.result import CompactResult as CompactResult
+    from transcript.model.state import SessionState as SessionState
+    from transcript.session.facade import Transcript as Transcript
+    from transcript.session.importing import ImportReport as ImportReport, SessionReport as SessionReport
+    from transcript.session.status import Status as Status
+    from transcript.session.store import Store as Store
+    from transcript.store.port import SessionInfo as SessionInfo
+    from transcript.store.verify import VerifyReport as VerifyReport, verify as verify
 
 _EXPORTS = {
     "ProviderCaps": "transcript.model",
-    "Status": "transcript.continuation",
-    "SessionState": "transcript.state",
-    "LocalSummarizer": "transcript.summary",
-    "PromptTooLong": "transcript.summary",
-    "SummaryRequest": "transcript.summary",
-    "Checkpoint": "transcript.checkpoint",
-    "CompactResult": "transcript.results",
+    "Status": "transcript.session.status",
+    "SessionState": "transcript.model.state",
+    "LocalSummarizer": "planner.summary",
+    "PromptTooLong": "transcript.model.errors",
+    "SummaryRequest": "planner.summary",
+    "Checkpoint": "transcript.model.checkpoint",
+    "CompactResult": "transcript.model.result",
     "Diagnostic": "projection.view",
     "View": "projection.view",
-    "ConflictError": "transcript.errors",
-    "DuplicateMessage": "transcript.errors",
-    "InvalidMessage": "transcript.errors",
-    "InvalidSession": "transcript.errors",
-    "PendingToolCalls": "transcript.errors",
-    "SchemaError": "transcript.errors",
-    "SessionNotFound": "transcript.errors",
-    "StoreCorrupted": "transcript.errors",
-    "StoreFull": "transcript.errors",
-    "StoreLocked": "transcript.errors",
-    "StoreReadOnly": "transcript.errors",
-    "StoreUnavailable": "transcript.errors",
-    "TokenizerUnavailable": "transcript.errors",
-    "TranscriptError": "transcript.errors",
+    "ConflictError": "transcript.model.errors",
+    "DuplicateMessage": "transcript.model.errors",
+    "InvalidMessage": "transcript.model.errors",
+    "InvalidSession": "transcript.model.errors",
+    "PendingToolCalls": "transcript.model.errors",
+    "SchemaError": "transcript.model.errors",
+    "SessionNotFound": "transcript.model.errors",
+    "StoreCorrupted": "transcript.model.errors",
+    "StoreFull": "transcript.model.errors",
+    "StoreLocked": "transcript.model.errors",
+    "StoreReadOnly": "transcript.model.errors",
+    "StoreUnavailable": "transcript.model.errors",
+    "TokenizerUnavailable": "transcript.model.errors",
+    "TranscriptError": "transcript.model.errors",
     "FormatError": "transcript.formats.base",
-    "ImportReport": "transcript.importing",
-    "SessionReport": "transcript.importing",
+    "ImportReport": "transcript.session.importing",
+    "SessionReport": "transcript.session.importing",
     "DirectiveEntry": "transcript.model",
     "DocumentPart": "transcript.model",
     "Entry": "transcript.model",
@@ -99,11 +97,11 @@ _EXPORTS = {
     "ToolCall": "transcript.model",
     "ToolResult": "transcript.model",
     "TranscriptSnapshot": "transcript.model",
-    "Transcript": "transcript.session",
-    "SessionInfo": "transcript.store",
-    "Store": "transcript.store",
-    "VerifyReport": "transcript.verify",
-    "verify": "transcript.verify",
+    "Transcript": "transcript.session.facade",
+    "SessionInfo": "transcript.store.port",
+    "Store": "transcript.session.store",
+    "VerifyReport": "transcript.store.verify",
+    "verify": "transcript.store.verify",
 }
 
 __all__ = [

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
-from transcript.errors import TokenizerUnavailable
 from transcript.model import (
     DocumentPart,
     ImagePart,
@@ -35,6 +34,7 @@ from transcript.model import (
     ToolResult,
     media_tokens,
 )
+from transcript.model.errors import TokenizerUnavailable
 
 if TYPE_CHECKING:
     import tiktoken

@@ -15,7 +15,6 @@ content and are not kept.
 from __future__ import annotations
 
 import base64
-import binascii
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -24,15 +23,14 @@ from typing import Any, Final
 
 import msgspec
 
-from transcript.formats._common import THINKING_BLOCKS, SessionBuilder, file_time, read_bytes, thinking_part
+from projection.wire.anthropic import encode_anthropic
 from transcript.formats.base import FormatError, ParsedSession, Where
+from transcript.formats.pairing import THINKING_BLOCKS, SessionBuilder, file_time, read_bytes, thinking_part
 from transcript.model import (
     DocumentPart,
     ImagePart,
     Message,
     Part,
-    ReasoningPart,
-    RedactedReasoningPart,
     ResultContent,
     TextPart,
     ToolCall,
@@ -205,97 +203,7 @@ def _tool_result(block: dict[str, Any], where: Where) -> ToolResult:
     return ToolResult(call_id=call_id, content=body, is_error=is_error)
 
 
-# --- writing ------------------------------------------------------------------------------------------
-
-
 def export(messages: Sequence[Message]) -> dict[str, Any]:
-    """A session's stored history as a request-like body: `system` and `messages`.
-
-    Leading system messages become `system`; a system message later in the history has no place in
-    this format and becomes a user message wrapped in `<system>` tags. Consecutive tool results are
-    merged into one user message of `tool_result` blocks. Raw (non-JSON) call arguments are written as
-    a string `input`. Message kinds and metadata are not part of the format and are left out.
-    """
-    system: list[dict[str, Any]] = []
-    out: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "tool":
-            results.extend(_result_block(r) for r in message.tool_results)
-            continue
-        if results:
-            out.append({"role": "user", "content": results})
-            results = []
-        if message.role == "system" and not out:
-            system.extend(_blocks(message.parts))
-        elif message.role == "system":
-            out.append({"role": "user", "content": [_wrapped(p) for p in message.parts]})
-        else:
-            out.append({"role": message.role, "content": _content(message.parts)})
-    if results:
-        out.append({"role": "user", "content": results})
-    body: dict[str, Any] = {}
-    if system:
-        body["system"] = system[0]["text"] if len(system) == 1 else system
-    body["messages"] = out
-    return body
-
-
-def _wrapped(part: Part) -> dict[str, Any]:
-    text = part.text if isinstance(part, TextPart) else ""
-    return {"type": "text", "text": f"<system>{text}</system>"}
-
-
-def _content(parts: Sequence[Part]) -> str | list[dict[str, Any]]:
-    if len(parts) == 1 and isinstance(parts[0], TextPart):
-        return parts[0].text
-    return _blocks(parts)
-
-
-def _blocks(parts: Sequence[Part]) -> list[dict[str, Any]]:
-    return [_block(part) for part in parts]
-
-
-def _block(part: Part) -> dict[str, Any]:
-    if isinstance(part, TextPart):
-        return {"type": "text", "text": part.text}
-    if isinstance(part, ImagePart):
-        return {"type": "image", "source": _export_source(part.media_type, part.data)}
-    if isinstance(part, DocumentPart):
-        source = _export_source(part.media_type, part.data, document=True)
-        block: dict[str, Any] = {"type": "document", "source": source}
-        if part.title is not None:
-            block["title"] = part.title
-        return block
-    if isinstance(part, ReasoningPart):
-        thinking: dict[str, Any] = {"type": "thinking", "thinking": part.text}
-        if part.signature is not None:
-            thinking["signature"] = part.signature
-        return thinking
-    if isinstance(part, RedactedReasoningPart):
-        return {"type": "redacted_thinking", "data": part.data}
-    if isinstance(part, ToolCall):
-        value = part.raw_input if part.raw_input is not None else part.input
-        return {"type": "tool_use", "id": part.id, "name": part.name, "input": value}
-    return _result_block(part)
-
-
-def _result_block(result: ToolResult) -> dict[str, Any]:
-    content = result.content if isinstance(result.content, str) else _blocks(result.content)
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id, "content": content}
-    if result.is_error:
-        block["is_error"] = True
-    return block
-
-
-def _export_source(media_type: str, data: str, *, document: bool = False) -> dict[str, Any]:
-    """A base64 source, or a text source for a plain-text document whose payload is UTF-8."""
-    if document and media_type == "text/plain":
-        try:
-            text = base64.b64decode(data, validate=True).decode()
-        except (binascii.Error, UnicodeDecodeError):
-            pass
-        else:
-            if base64.b64encode(text.encode()).decode() == data:
-                return {"type": "text", "media_type": media_type, "data": text}
-    return {"type": "base64", "media_type": media_type, "data": data}
+    """A session's stored history as a request-like body, `system` and `messages` (an archive: importing
+    it again gives the same bodies; see `projection.wire.anthropic.encode_anthropic`)."""
+    return encode_anthropic(messages, archive=True)

@@ -14,8 +14,8 @@ from typing import Any, Literal, NamedTuple, ParamSpec, TypeAlias, TypeVar
 
 import msgspec
 
-from transcript.errors import InvalidMessage
 from transcript.model import Message, check_message
+from transcript.model.errors import InvalidMessage
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")

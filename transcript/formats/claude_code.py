@@ -21,7 +21,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from transcript.formats._common import file_time, interrupted
 from transcript.formats.base import FormatError, ParsedSession, Repair, RepairKind, Where
 from transcript.formats.claude_code_records import (
     Assistant,
@@ -38,6 +37,7 @@ from transcript.formats.claude_code_records import (
     User,
     decode,
 )
+from transcript.formats.pairing import file_time, interrupted
 from transcript.model import (
     DocumentPart,
     ImagePart,

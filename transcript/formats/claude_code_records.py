@@ -13,8 +13,8 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
-from transcript.formats._common import LONE_SURROGATE
 from transcript.formats.base import FormatError
+from transcript.formats.pairing import LONE_SURROGATE
 
 _Id = Annotated[str, msgspec.Meta(min_length=1)]
 _Time = Annotated[datetime, msgspec.Meta(tz=True)]

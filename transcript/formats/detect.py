@@ -17,8 +17,8 @@ from typing import Any, Final
 
 import msgspec
 
-from transcript.formats._common import read_bytes
 from transcript.formats.base import FormatError
+from transcript.formats.pairing import read_bytes
 
 _SNIFF_LINES: Final = 20
 _CLAUDE_TYPES: Final = frozenset({"user", "assistant", "summary", "system"})

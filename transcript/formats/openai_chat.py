@@ -20,8 +20,9 @@ from typing import Any, Final
 
 import msgspec
 
-from transcript.formats._common import SessionBuilder, data_url, file_time, iso_time, read_bytes, tool_call
+from projection.wire.openai import encode_openai
 from transcript.formats.base import FormatError, ParsedSession, Where
+from transcript.formats.pairing import SessionBuilder, data_url, file_time, iso_time, read_bytes, tool_call
 from transcript.model import (
     DocumentPart,
     ImagePart,
@@ -201,77 +202,9 @@ def _tool_result(record: dict[str, Any], where: Where) -> ToolResult:
     return ToolResult(call_id=call_id, content=body, is_error=is_error)
 
 
-# --- writing ------------------------------------------------------------------------------------------
-
-
 def export(messages: Sequence[Message]) -> str:
-    """A session's stored history as OpenAI chat JSONL, one message per line.
-
-    Arguments are `ToolCall.arguments` (a raw string exactly as stored). OpenAI has no place for
-    reasoning signatures, redacted reasoning, or a message's kind: reasoning text goes to
-    `reasoning_content`, the rest is left out.
-    """
-    lines = (_ENCODER.encode(record).decode() + "\n" for m in messages for record in export_message(m))
-    return "".join(lines)
-
-
-def export_message(message: Message) -> list[dict[str, Any]]:
-    """One message as OpenAI chat message objects (a tool message gives one per result)."""
-    if message.role == "tool":
-        return [_export_result(result) for result in message.tool_results]
-    return [_export_turn(message)]
-
-
-def _export_turn(message: Message) -> dict[str, Any]:
-    metadata = message.metadata or {}
-    role = "developer" if message.role == "system" and metadata.get("role") == "developer" else message.role
-    out: dict[str, Any] = {"role": role}
-    if isinstance(metadata.get("name"), str):
-        out["name"] = metadata["name"]
-    if message.role != "assistant":
-        out["content"] = _export_content(message.parts)
-        return out
-    reasoning = "".join(p.text for p in message.parts if isinstance(p, ReasoningPart))
-    if reasoning:
-        out["reasoning_content"] = reasoning
-    texts = [p for p in message.parts if isinstance(p, TextPart)]
-    out["content"] = _export_content(texts) if texts else None
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in message.tool_calls
-        ]
-    return out
-
-
-def _export_result(result: ToolResult) -> dict[str, Any]:
-    content = result.content if isinstance(result.content, str) else _export_parts(result.content)
-    out: dict[str, Any] = {"role": "tool", "tool_call_id": result.call_id, "content": content}
-    if result.is_error:
-        out["is_error"] = True
-    return out
-
-
-def _export_content(parts: Sequence[Part]) -> str | list[dict[str, Any]]:
-    if len(parts) == 1 and isinstance(parts[0], TextPart):
-        return parts[0].text
-    return _export_parts(parts)
-
-
-def _export_parts(parts: Sequence[Part]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for part in parts:
-        if isinstance(part, TextPart):
-            out.append({"type": "text", "text": part.text})
-        elif isinstance(part, ImagePart):
-            out.append({"type": "image_url", "image_url": {"url": _url(part.media_type, part.data)}})
-        elif isinstance(part, DocumentPart):
-            file: dict[str, Any] = {"file_data": _url(part.media_type, part.data)}
-            if part.title is not None:
-                file["filename"] = part.title
-            out.append({"type": "file", "file": file})
-    return out
-
-
-def _url(media_type: str, data: str) -> str:
-    return f"data:{media_type};base64,{data}"
+    """A session's stored history as OpenAI chat JSONL, one message per line (an archive: importing
+    it again gives the same bodies; see `projection.wire.openai.encode_openai`)."""
+    return "".join(
+        _ENCODER.encode(record).decode() + "\n" for record in encode_openai(messages, archive=True)
+    )

@@ -25,8 +25,8 @@ from typing import Any, Final
 
 import msgspec
 
-from transcript.errors import InvalidMessage
-from transcript.formats._common import (
+from transcript.formats.base import BadRecord, FormatError, ParsedSession
+from transcript.formats.pairing import (
     History,
     RecordLines,
     assistant_text,
@@ -39,8 +39,8 @@ from transcript.formats._common import (
     parse_time,
     tool_call,
 )
-from transcript.formats.base import BadRecord, FormatError, ParsedSession
 from transcript.model import ImagePart, Message, ReasoningPart, TextPart, ToolCall
+from transcript.model.errors import InvalidMessage
 
 SOURCES: Final = ("agent", "user", "environment")
 SKIPPED_ACTIONS: Final = ("change_agent_state", "recall")

@@ -20,8 +20,8 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from transcript.errors import InvalidMessage
-from transcript.formats._common import (
+from transcript.formats.base import BadRecord, FormatError, ParsedSession
+from transcript.formats.pairing import (
     THINKING_BLOCKS,
     History,
     RecordLines,
@@ -33,7 +33,6 @@ from transcript.formats._common import (
     thinking_part,
     tool_call,
 )
-from transcript.formats.base import BadRecord, FormatError, ParsedSession
 from transcript.model import (
     Message,
     ReasoningPart,
@@ -41,6 +40,7 @@ from transcript.model import (
     ResultContent,
     TextPart,
 )
+from transcript.model.errors import InvalidMessage
 
 ROLES: Final = ("system", "user", "assistant", "tool")
 

@@ -1,0 +1,38 @@
+"""The continuation prompt: what a host sends the model after a compaction round.
+
+The continuation prompt re-anchors the model on the checkpoint (goal, constraints, blocked items,
+next steps, critical context, work in progress) so it carries on instead of starting over or asking
+again; after a split-turn cut it warns that the checkpoint covers only the first part of the turn.
+"""
+
+from __future__ import annotations
+
+from transcript.model.result import CompactResult
+
+SPLIT_TURN_WARNING = (
+    "The checkpoint covers only the first part of the current turn; the messages after it are the "
+    "latest part of that same turn."
+)
+
+
+def continuation_prompt(result: CompactResult) -> str:
+    """The hidden prompt that re-anchors the model after the round that produced `result`."""
+    how = result.strategy or result.outcome
+    lines = [f"Context was compacted ({how}). Continue the same task; do not restart it."]
+    checkpoint = result.checkpoint
+    if checkpoint is not None:
+        if checkpoint.goal:
+            lines.append(f"Goal: {checkpoint.goal}")
+        for title, items in (
+            ("Constraints", checkpoint.constraints),
+            ("Blocked", checkpoint.blocked),
+            ("Next steps", checkpoint.next_steps),
+            ("Critical context", checkpoint.critical_context),
+            ("In progress", checkpoint.in_progress),
+        ):
+            if items:
+                lines.append(f"{title}:")
+                lines.extend(f"- {item}" for item in items)
+    if result.split_turn:
+        lines.append(SPLIT_TURN_WARNING)
+    return "\n".join(lines)

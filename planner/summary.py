@@ -1,0 +1,188 @@
+"""Summarizers: the small protocol full compaction calls, and the deterministic local summarizer.
+
+A summarizer is any callable `summarize(request: SummaryRequest) -> str` (or an async one returning
+an awaitable of `str`). It signals a prompt that is too long by raising `PromptTooLong`; errors whose
+message says so ("prompt too long", "context length", HTTP 413, ...) are recognised too. The local
+summarizer needs no model: it builds the checkpoint from the messages themselves (latest real user
+goal, recent key items, tool errors, approval blocks, files touched), merged into the previous one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Sequence
+from typing import Final, Protocol
+
+import msgspec
+
+from transcript.model import Message, TextPart, ToolCall, ToolResult
+from transcript.model.checkpoint import CHECKPOINT_JSON_SCHEMA_HINT, Checkpoint, merge, to_json
+from transcript.model.errors import PromptTooLong
+
+ITEM_CLIP_CHARS: Final = 2_000
+ARGUMENT_CLIP_CHARS: Final = 500
+SYSTEM_PROMPT: Final = (
+    "You maintain the checkpoint of a long coding-agent session whose older history is being "
+    "replaced by a summary. Read the conversation (and the previous checkpoint, if any) and return the "
+    "updated checkpoint as JSON with the keys goal, constraints, done, in_progress, blocked, "
+    "key_decisions, next_steps, critical_context, process_snapshots (lists of short strings; goal is a "
+    "string). Keep file paths, commands, error messages and decisions exactly. Do not invent work."
+)
+_TOO_LONG: Final = re.compile(
+    r"prompt (is )?too long|context (length|window)|maximum context|too many (input )?tokens|"
+    r"request too large|\b413\b",
+    re.IGNORECASE,
+)
+_APPROVAL: Final = re.compile(
+    r"denied|rejected|not allowed|permission|doesn't want to proceed|user declined", re.IGNORECASE
+)
+_PATH_KEYS: Final = ("file_path", "path", "filename", "notebook_path")
+
+
+def is_prompt_too_long(error: BaseException) -> bool:
+    """Whether an error from a summarizer means the prompt was too long (by type or by message)."""
+    return isinstance(error, PromptTooLong) or bool(_TOO_LONG.search(str(error)))
+
+
+class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What a summarizer is asked: the serialized conversation, the previous checkpoint, a size limit.
+
+    `items` is the conversation one serialized message per item (`conversation` joins them); the
+    split-turn prefix, when the cut fell inside a turn, is in `turn_prefix`. `messages` are the
+    original messages, for summarizers that work on structure rather than text.
+    """
+
+    system_prompt: str
+    items: tuple[str, ...]
+    previous_checkpoint: Checkpoint | None
+    max_output_tokens: int
+    turn_prefix: str = ""
+    goal_hint: str = ""
+    messages: tuple[Message, ...] = ()
+
+    @property
+    def conversation(self) -> str:
+        """The messages to summarize, serialized, oldest first."""
+        return "\n\n".join(self.items)
+
+    def without_oldest_quarter(self) -> SummaryRequest:
+        """The same request with the oldest quarter of its items dropped (at least one)."""
+        drop = max(1, len(self.items) // 4)
+        return msgspec.structs.replace(self, items=self.items[drop:], messages=self.messages[drop:])
+
+
+class Summarizer(Protocol):
+    """Turns a request into checkpoint text (JSON or markdown); may be sync or async."""
+
+    def __call__(self, request: SummaryRequest, /) -> str | Awaitable[str]: ...
+
+
+def prompt_text(request: SummaryRequest) -> str:
+    """The user prompt a text model summarizer sends: previous checkpoint, split-turn prefix, history."""
+    size = f"Return the checkpoint as JSON, at most about {request.max_output_tokens} tokens."
+    sections = [f"{size}\n{CHECKPOINT_JSON_SCHEMA_HINT}"]
+    if request.previous_checkpoint is not None:
+        sections.append(
+            f"Previous checkpoint (update it with what follows):\n{to_json(request.previous_checkpoint)}"
+        )
+    if request.goal_hint:
+        sections.append(f"The user's latest goal: {clip(request.goal_hint, ITEM_CLIP_CHARS)}")
+    if request.turn_prefix:
+        sections.append(
+            f"The current turn began before the cut (it is work in progress):\n{request.turn_prefix}"
+        )
+    sections.append(f"Conversation to summarize, oldest first:\n{request.conversation}")
+    return "\n\n".join(sections)
+
+
+def clip(text: str, limit: int) -> str:
+    """The text, or its head with a visible note of how much was clipped."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} … [clipped {len(text) - limit} chars]"
+
+
+def serialize(message: Message) -> str:
+    """One message as summarizer input: role, tool names and arguments kept, long items clipped."""
+    lines: list[str] = []
+    label = message.role if message.kind == "message" else f"{message.role}:{message.kind}"
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            lines.append(f"[{label}] {clip(part.text, ITEM_CLIP_CHARS)}")
+        elif isinstance(part, ToolCall):
+            lines.append(f"[{label} → {part.name}] {clip(part.arguments, ARGUMENT_CLIP_CHARS)}")
+        elif isinstance(part, ToolResult):
+            status = " (error)" if part.is_error else ""
+            lines.append(f"[tool {part.name or part.call_id}{status}] {clip(part.text, ITEM_CLIP_CHARS)}")
+        else:
+            lines.append(f"[{label}: {part.kind}]")
+    return "\n".join(lines)
+
+
+def latest_goal(messages: Sequence[Message]) -> str:
+    """The text of the latest real user message (never a summary or expanded command text)."""
+    for message in reversed(messages):
+        if message.role == "user" and message.kind == "message" and message.text.strip():
+            return message.text.strip()
+    return ""
+
+
+class LocalSummarizer:
+    """The deterministic, model-free summarizer; also the fallback when a model summarizer fails.
+
+    It reads `request.messages`, so it always sees the whole delta (a model's text prompt may have
+    been shortened by prompt-too-long retries).
+    """
+
+    def __init__(self, *, recent_items: int = 8, item_chars: int = 200) -> None:
+        self.recent_items = recent_items
+        self.item_chars = item_chars
+
+    def checkpoint(self, request: SummaryRequest) -> Checkpoint:
+        """The checkpoint this summarizer would return, as a value."""
+        messages = request.messages
+        said = [m.text.strip().splitlines()[0] for m in messages if m.role == "assistant" and m.text.strip()]
+        errors, approvals = self._errors(messages)
+        files = self._files(messages)
+        delta = Checkpoint(
+            goal=clip(request.goal_hint or latest_goal(messages), 1_000),
+            done=tuple(clip(item, self.item_chars) for item in said[-self.recent_items :]),
+            in_progress=(self._split_turn(request),) if request.turn_prefix else (),
+            blocked=tuple(approvals[-self.recent_items :]) + tuple(errors[-self.recent_items :]),
+            critical_context=(f"files touched: {', '.join(files[-20:])}",) if files else (),
+            source_item_count=len(messages),
+        )
+        if request.previous_checkpoint is not None:
+            return merge(request.previous_checkpoint, delta)
+        return delta
+
+    def __call__(self, request: SummaryRequest, /) -> str:
+        return to_json(self.checkpoint(request))
+
+    def _split_turn(self, request: SummaryRequest) -> str:
+        first = request.turn_prefix.strip().splitlines()[0] if request.turn_prefix.strip() else ""
+        return f"the current turn continues past this checkpoint; it began: {clip(first, self.item_chars)}"
+
+    def _errors(self, messages: Sequence[Message]) -> tuple[list[str], list[str]]:
+        errors: list[str] = []
+        approvals: list[str] = []
+        for message in messages:
+            for result in message.tool_results:
+                if not result.is_error:
+                    continue
+                line = clip((result.text.strip().splitlines() or [""])[0], self.item_chars)
+                item = f"{result.name or 'tool'} failed: {line}"
+                (approvals if _APPROVAL.search(result.text) else errors).append(item)
+        return errors, approvals
+
+    @staticmethod
+    def _files(messages: Sequence[Message]) -> list[str]:
+        files: dict[str, None] = {}
+        for message in messages:
+            for call in message.tool_calls:
+                if isinstance(call.input, dict):
+                    for key in _PATH_KEYS:
+                        value = call.input.get(key)
+                        if isinstance(value, str) and value:
+                            files[value] = None
+        return list(files)

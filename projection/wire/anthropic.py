@@ -1,0 +1,194 @@
+"""The Anthropic Messages encoder: one for a view sent to the API, and for an exported history.
+
+`to_anthropic` renders a view as a request body the API takes: checked, call ids remapped, blank text
+dropped, consecutive messages of one role merged, unsigned reasoning left out, media the API takes or
+placeholders. `encode_anthropic(..., archive=True)` writes a stored history so that importing it
+again gives the same bodies: message boundaries kept (only consecutive tool results share a user
+message), ids and every block as stored, a raw tool input as a string. Both run the same functions;
+the places where they differ are marked by `archive`. Pure functions: the input is never mutated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from projection.render import media_placeholder
+from projection.wire.common import (
+    IMAGE_TYPES,
+    HasMessages,
+    copied,
+    plain_text,
+    sendable,
+    stored_call_ids,
+    wire_call_ids,
+)
+from transcript.model.message import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    RedactedReasoningPart,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
+
+# `tool_use.input` must be an object: other inputs are sent wrapped under this key, holding
+# `ToolCall.arguments` (the raw text exactly as the model produced it, or the JSON of the value).
+RAW_INPUT_KEY: Final = "_raw"
+# The first message must be a user message; a view that starts otherwise gets this one.
+LEADING_USER_TEXT: Final = "[conversation continues]"
+# The API refuses an error `tool_result` with empty content.
+EMPTY_ERROR_TEXT: Final = "[error result without output]"
+
+
+def to_anthropic(view: HasMessages | Sequence[Message]) -> dict[str, Any]:
+    """The view as an Anthropic Messages body: `system` (left out when empty) and `messages`.
+
+    - The system messages before the first other message → `system`, as text blocks. A system
+      message later in the view → user text blocks `<system>…</system>` in its place (moving it
+      into `system` would reorder the prompt and break the cached prefix).
+    - user, summary and meta messages → user blocks: images of `IMAGE_TYPES` and PDFs as base64
+      blocks, a `text/plain` document as a text-source document, other media as placeholders.
+    - assistant → its parts in order: signed reasoning as `thinking` blocks and redacted reasoning
+      as `redacted_thinking`, kept whole; reasoning without a (non-empty) signature is left out
+      (the API takes a thinking block only with its signature); text; `tool_use`, whose `input` is
+      the stored object, or `{"_raw": arguments}` when it is not a JSON object (raw text included).
+    - tool results → `tool_result` blocks (`content` a string or blocks, `is_error` when set) in
+      the user message that follows the call; consecutive messages of one role are merged into one
+      message, so results come first in their user message.
+    - Blank text blocks are dropped (the API refuses empty and whitespace-only text); a message
+      left with no block is dropped; a result left empty omits `content` (an error result says
+      `EMPTY_ERROR_TEXT`). When the first message is not a user message, a user message with
+      `LEADING_USER_TEXT` is put before it.
+    """
+    return encode_anthropic(sendable(view), archive=False)
+
+
+def encode_anthropic(messages: Sequence[Message], *, archive: bool) -> dict[str, Any]:
+    """Messages as a Messages body: `system` (when there is one) and `messages`."""
+    ids = stored_call_ids(messages) if archive else wire_call_ids(messages, anthropic=True)
+    system: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    leading = True
+    for message, wire_ids in zip(messages, ids, strict=True):
+        if message.role == "system" and leading:
+            system.extend(_blocks(message.parts, archive))
+            continue
+        leading = False
+        role = "assistant" if message.role == "assistant" else "user"
+        content: str | list[dict[str, Any]]
+        if message.role == "system":
+            content = [
+                {"type": "text", "text": f"<system>{p.text}</system>"}
+                for p in message.parts
+                if isinstance(p, TextPart)
+            ]
+        elif message.role == "tool":
+            content = [_result(r, wire_ids[r.call_id], archive) for r in message.tool_results]
+        elif archive and len(message.parts) == 1 and isinstance(message.parts[0], TextPart):
+            content = message.parts[0].text
+        elif message.role == "assistant":
+            content = _assistant(message, wire_ids, archive)
+        else:
+            content = _blocks(message.parts, archive)
+        if not content and not archive:
+            continue
+        if turns and _merges(turns[-1], role, message.role == "tool", archive):
+            turns[-1]["content"].extend(content)
+        else:
+            turns.append({"role": role, "content": content, "results": message.role == "tool"})
+    if not archive and (not turns or turns[0]["role"] != "user"):
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": LEADING_USER_TEXT}]})
+    body: dict[str, Any] = {}
+    if system:
+        single = archive and len(system) == 1 and system[0]["type"] == "text"
+        body["system"] = system[0]["text"] if single else system
+    body["messages"] = [{"role": turn["role"], "content": turn["content"]} for turn in turns]
+    return body
+
+
+def _merges(last: dict[str, Any], role: str, results: bool, archive: bool) -> bool:
+    """Whether a message joins the one before: in a request, any two of one role (the API wants
+    alternating roles); in an archive, only tool results following tool results."""
+    if archive:
+        return results and bool(last["results"])
+    return bool(last["role"] == role)
+
+
+def _blocks(parts: Sequence[Part], archive: bool) -> list[dict[str, Any]]:
+    blocks = (_block(part, archive) for part in parts)
+    return [block for block in blocks if block is not None]
+
+
+def _block(part: Part, archive: bool) -> dict[str, Any] | None:
+    """One text or media part as a block; None for blank text in a request."""
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text} if archive or part.text.strip() else None
+    if isinstance(part, ImagePart) and (archive or part.media_type in IMAGE_TYPES):
+        source = {"type": "base64", "media_type": part.media_type, "data": part.data}
+        return {"type": "image", "source": source}
+    if isinstance(part, DocumentPart):
+        text = plain_text(part, exact=archive)
+        document: dict[str, Any] | None = None
+        if text is not None:
+            source = {"type": "text", "media_type": "text/plain", "data": text}
+            document = {"type": "document", "source": source}
+        elif archive or part.media_type == "application/pdf":
+            source = {"type": "base64", "media_type": part.media_type, "data": part.data}
+            document = {"type": "document", "source": source}
+        if document is not None:
+            if part.title is not None:
+                document["title"] = part.title
+            return document
+    if isinstance(part, (ImagePart, DocumentPart)):
+        return {"type": "text", "text": media_placeholder(part).text}
+    raise TypeError(f"a {part.kind} part has no place in this message")
+
+
+def _assistant(message: Message, ids: dict[str, str], archive: bool) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, ReasoningPart):
+            if archive or part.signature:
+                thinking = {"type": "thinking", "thinking": part.text}
+                if part.signature is not None:
+                    thinking["signature"] = part.signature
+                blocks.append(thinking)
+        elif isinstance(part, RedactedReasoningPart):
+            blocks.append({"type": "redacted_thinking", "data": part.data})
+        elif isinstance(part, ToolCall):
+            blocks.append(
+                {"type": "tool_use", "id": ids[part.id], "name": part.name, "input": _input(part, archive)}
+            )
+        elif isinstance(part, TextPart) and (archive or part.text.strip()):
+            blocks.append({"type": "text", "text": part.text})
+    return blocks
+
+
+def _input(call: ToolCall, archive: bool) -> Any:
+    """A call's input: the stored object; in a request, anything else wrapped under `RAW_INPUT_KEY`
+    (an archive writes a raw input as its string, and any JSON value as it is)."""
+    if archive:
+        return call.raw_input if call.raw_input is not None else copied(call.input)
+    if call.raw_input is None and isinstance(call.input, dict):
+        return copied(call.input)
+    return {RAW_INPUT_KEY: call.arguments}
+
+
+def _result(result: ToolResult, wire_id: str, archive: bool) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": wire_id}
+    content: str | list[dict[str, Any]] | None
+    if isinstance(result.content, str):
+        content = result.content if archive or result.content.strip() else None
+    else:
+        content = _blocks(result.content, archive) if archive else _blocks(result.content, archive) or None
+    if content is None and result.is_error:
+        content = EMPTY_ERROR_TEXT
+    if content is not None:
+        block["content"] = content
+    if result.is_error:
+        block["is_error"] = True
+    return block

@@ -1,0 +1,63 @@
+"""The `transcript` command line: a thin click layer over functions that return data.
+
+Results go to stdout (`--format text|json|jsonl` where the output is data), progress and warnings to
+stderr; exit codes are named in `transcript.cli.options`. Commands live in modules by subject
+(`sessions`, `compaction`, `history`) and are registered here; none of them imports this module.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from transcript.cli import compaction, history, sessions
+from transcript.cli.output import safe
+from transcript.model.errors import TranscriptError
+
+
+class TranscriptGroup(click.Group):
+    """Turns the library's typed errors into clean one-line failures (exit 1)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TranscriptError as exc:
+            raise click.ClickException(safe(str(exc))) from exc
+
+
+@click.group(cls=TranscriptGroup)
+@click.version_option(package_name="transcript-store")
+def cli() -> None:
+    """Append-only, event-sourced conversation memory for LLM agent loops.
+
+    Every command reads or writes one store file (--db, default $TRANSCRIPT_DB or ./transcript.db).
+    """
+
+
+for command in (
+    sessions.sessions,
+    sessions.import_,
+    sessions.show,
+    sessions.export,
+    compaction.compact,
+    compaction.compacts,
+    compaction.checkpoint,
+    compaction.status,
+    compaction.stats,
+    history.replay_command,
+    history.simulate,
+    history.demo,
+    history.fork,
+    history.verify,
+):
+    cli.add_command(command)
+
+
+def main() -> None:
+    """Entry point of the `transcript` script and `python -m transcript`."""
+    sys.exit(cli.main(standalone_mode=True))
+
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,138 @@
+"""Commands about compaction: compact, compacts, checkpoint, status, stats."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from transcript.cli.options import db_option, format_option, open_store, pick_session, session_option
+from transcript.cli.output import emit, safe, table
+from transcript.model.checkpoint import to_json, to_markdown
+from transcript.model.result import CompactResult
+from transcript.session.facade import Transcript
+from transcript.session.replay import describe
+
+
+@click.command()
+@db_option
+@session_option
+@click.option("--budget", type=click.IntRange(min=1), required=True, help="Tokens the view may use.")
+@click.option("--shadow", is_flag=True, help="Report what the round would do; write nothing.")
+@click.option("--full", is_flag=True, help="Force a full compaction (a checkpoint summary).")
+@format_option
+def compact(
+    db_path: str | None, session_id: str | None, budget: int, shadow: bool, full: bool, fmt: str
+) -> None:
+    """Run one manual compaction round on a session (the local summarizer writes any checkpoint)."""
+    if shadow and full:
+        raise click.UsageError("--shadow reports a round without writing; it cannot force one with --full")
+    with open_store(db_path) as store:
+        t = store.session(pick_session(store, session_id))
+        result = t.compact(budget_tokens=budget, manual=True, force=full, shadow=shadow)
+    lines = [describe(result) if result.strategy else f"{result.outcome}: {result.reason}"]
+    if shadow:
+        lines[0] = f"shadow (nothing written): {lines[0]}"
+    lines.append(f"view {result.tokens_before:,} -> {result.tokens_after:,} tokens (budget {budget:,})")
+    emit(result, fmt, text=[safe(line) for line in lines])
+
+
+@click.command()
+@db_option
+@session_option
+@format_option
+def compacts(db_path: str | None, session_id: str | None, fmt: str) -> None:
+    """Every recorded compaction round of a session, with every diagnostic field."""
+    with open_store(db_path, readonly=True) as store:
+        results = store.session(pick_session(store, session_id)).compact_results()
+    lines: list[str] = []
+    for number, result in enumerate(results, start=1):
+        lines.append(f"round {number}: {describe(result)}")
+        lines += [
+            f"    {name}: {safe(str(getattr(result, name)))}"
+            for name in CompactResult.__struct_fields__
+            if name != "checkpoint"
+        ]
+    emit(results, fmt, text=lines or ["no compaction round has been recorded"])
+
+
+@click.command()
+@db_option
+@session_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["md", "json"]),
+    default="md",
+    show_default=True,
+    help="Markdown for people, JSON for programs.",
+)
+def checkpoint(db_path: str | None, session_id: str | None, fmt: str) -> None:
+    """The latest checkpoint of a session (what its last full compaction kept of the work)."""
+    with open_store(db_path, readonly=True) as store:
+        latest = store.session(pick_session(store, session_id)).latest_checkpoint()
+    if latest is None:
+        raise click.ClickException("this session has no checkpoint yet (no full compaction)")
+    click.echo(to_json(latest) if fmt == "json" else safe(to_markdown(latest)))
+
+
+@click.command()
+@db_option
+@session_option
+@format_option
+def status(db_path: str | None, session_id: str | None, fmt: str) -> None:
+    """Light status of a session: goal, last compaction, tokens, breaker."""
+    with open_store(db_path, readonly=True) as store:
+        state = store.session(pick_session(store, session_id)).status()
+    rows = [(name, getattr(state, name)) for name in state.__struct_fields__]
+    emit(state, fmt, text=table(rows, ("field", "value")))
+
+
+@click.command()
+@db_option
+@session_option
+@format_option
+def stats(db_path: str | None, session_id: str | None, fmt: str) -> None:
+    """Tokens stored against tokens shown, what each strategy saved, rounds and the breaker."""
+    with open_store(db_path, readonly=True) as store:
+        t = store.session(pick_session(store, session_id))
+        data = session_stats(t)
+    lines = table(
+        [
+            ("messages stored / shown", f"{data['messages_stored']:,} / {data['messages_shown']:,}"),
+            ("tokens stored / shown", f"{data['tokens_stored']:,} / {data['tokens_shown']:,}"),
+            ("rounds recorded", data["rounds"]),
+            ("breaker", f"{data['breaker']} ({data['consecutive_failures']} failures in a row)"),
+        ],
+        ("measure", "value"),
+    )
+    lines += [
+        f"saved by {name}: {saved:,} tokens over {count} rounds"
+        for name, (count, saved) in data["by_strategy"].items()
+    ]
+    emit(data, fmt, text=lines)
+
+
+def session_stats(t: Transcript) -> dict[str, Any]:
+    """The numbers `transcript stats` shows."""
+    view = t.visible_messages()
+    snapshot = t.messages()
+    results = t.compact_results()
+    by_strategy: dict[str, list[int]] = {}
+    for result in results:
+        if result.strategy:
+            entry = by_strategy.setdefault(result.strategy, [0, 0])
+            entry[0] += 1
+            entry[1] += result.tokens_before - result.tokens_after
+    last = results[-1] if results else None
+    return {
+        "session": t.session_id,
+        "messages_stored": len(snapshot.entries),
+        "messages_shown": len(view),
+        "tokens_stored": t.stored_tokens,
+        "tokens_shown": view.tokens,
+        "rounds": len(results),
+        "by_strategy": {k: tuple(v) for k, v in by_strategy.items()},
+        "breaker": last.breaker if last else "closed",
+        "consecutive_failures": last.consecutive_failures if last else 0,
+    }

@@ -1,0 +1,319 @@
+"""Commands that look back at what the model saw: replay, simulate, demo, fork, verify."""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+
+from planner.config import CompactConfig
+from transcript.cli.options import (
+    EXIT_CHECK_FAILED,
+    db_option,
+    format_option,
+    open_store,
+    parse_point,
+    pick_session,
+    session_option,
+    view_data,
+)
+from transcript.cli.output import emit, message_lines, safe, table
+from transcript.formats.base import ParsedSession
+from transcript.session.replay import Point, check_served, timeline, view_at
+from transcript.session.simulate import Simulation, simulate as simulate_session
+from transcript.session.store import Store
+from transcript.store.connection import default_path
+
+_POINT_HEADER = ("point", "kind", "msgs", "view tok", "stored tok", "change")
+
+
+def point_rows(points: list[Point]) -> list[str]:
+    """A timeline as text."""
+    return table(
+        [(p.point, p.kind, p.messages, p.view_tokens, p.stored_tokens, p.change) for p in points],
+        _POINT_HEADER,
+    )
+
+
+@click.command(name="replay")
+@db_option
+@session_option
+@click.option("--at", "at", default=None, help="Print the view at this point (a version, or 'last').")
+@click.option(
+    "--wire",
+    type=click.Choice(["neutral", "openai", "anthropic"]),
+    default="neutral",
+    show_default=True,
+    help="With --at: render for a provider's request format.",
+)
+@click.option(
+    "--diff", nargs=2, default=None, metavar="A B", help="What changed in the view between two points."
+)
+@click.option("--verify", "check", is_flag=True, help="Re-render every served view; exit 3 on drift.")
+@format_option
+def replay_command(
+    db_path: str | None,
+    session_id: str | None,
+    at: str | None,
+    wire: str,
+    diff: tuple[str, str] | None,
+    check: bool,
+    fmt: str,
+) -> None:
+    """Rebuild what the model saw, from the session's log alone.
+
+    Without options: the timeline, one row per model-call and compact point. --at POINT prints that
+    view; --diff A B compares two points; --verify checks every recorded served view.
+    """
+    if sum(bool(x) for x in (at, diff, check)) > 1:
+        raise click.UsageError("use one of --at, --diff and --verify")
+    if wire != "neutral" and not at:
+        raise click.UsageError("--wire renders one view: use it with --at")
+    with open_store(db_path, readonly=True) as store:
+        sid = pick_session(store, session_id)
+        if check:
+            _verify_served(store, sid, fmt)
+        elif diff:
+            _diff(store, sid, diff, fmt)
+        elif at:
+            _print_view(store, sid, at, wire, fmt)
+        else:
+            points = timeline(store.events, sid)
+            emit(points, fmt, text=[f"session {safe(sid)}", *point_rows(points)])
+
+
+def _print_view(store: Store, sid: str, at: str, wire: str, fmt: str) -> None:
+    view = view_at(store.events, sid, parse_point(at))
+    if wire != "neutral":
+        rendered = view.to_openai() if wire == "openai" else view.to_anthropic()
+        click.echo(msgspec.json.encode(rendered).decode())
+        return
+    lines = [
+        f"session {safe(sid)} at {at}: {len(view)} messages, {view.tokens:,} tokens, source {view.source}"
+    ]
+    lines += [line for i, m in enumerate(view.messages) for line in message_lines(m, position=i)]
+    emit(view_data(view), fmt, text=lines)
+
+
+def _diff(store: Store, sid: str, points: tuple[str, str], fmt: str) -> None:
+    before = view_at(store.events, sid, parse_point(points[0]))
+    after = view_at(store.events, sid, parse_point(points[1]))
+    old = {m.id: m for m in before.messages}
+    new = {m.id: m for m in after.messages}
+    removed = [i for i in old if i not in new]
+    added = [i for i in new if i not in old]
+    changed = [i for i in new if i in old and msgspec.json.encode(old[i]) != msgspec.json.encode(new[i])]
+    data = {
+        "from": points[0],
+        "to": points[1],
+        "tokens": [before.tokens, after.tokens],
+        "removed": removed,
+        "added": added,
+        "changed": changed,
+    }
+    lines = [f"{points[0]} -> {points[1]}: {before.tokens:,} -> {after.tokens:,} tokens"]
+    lines += [f"  - {safe(i)}  {old[i].role}" for i in removed]
+    lines += [f"  + {safe(i)}  {new[i].role} ({new[i].kind})" for i in added]
+    lines += [f"  ~ {safe(i)}  {new[i].role}: rendered differently" for i in changed]
+    emit(data, fmt, text=lines)
+
+
+def _verify_served(store: Store, sid: str, fmt: str) -> None:
+    result = check_served(store.events, sid)
+    lines = [f"session {safe(sid)}: {result.verified} served views re-rendered, {len(result.drifts)} drifted"]
+    lines += [f"  point {d.point}: {safe(d.detail)}" for d in result.drifts]
+    emit(result, fmt, text=lines)
+    if not result.ok:
+        raise SystemExit(EXIT_CHECK_FAILED)
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--budget", type=click.IntRange(min=1), required=True, help="Tokens each view may use.")
+@db_option
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Compaction config, TOML or JSON (keys of CompactConfig).",
+)
+@click.option(
+    "--set", "settings", multiple=True, metavar="KEY=VALUE", help="One compaction setting (repeatable)."
+)
+@click.option("--session", "only", default=None, help="Simulate only this session of FILE.")
+@click.option("--prefix", default="sim/", show_default=True, help="Prefix of the simulated sessions' ids.")
+@format_option
+def simulate(
+    file: Path,
+    budget: int,
+    db_path: str | None,
+    config_file: Path | None,
+    settings: tuple[str, ...],
+    only: str | None,
+    prefix: str,
+    fmt: str,
+) -> None:
+    """Replay a recorded session as a live loop would: one compaction round and one recorded view per
+    model call. Prints the timeline and totals (tokens sent, prompt-cache reuse, prefix breaks)."""
+    from transcript.formats import detect_format, parse
+
+    config = _config(config_file, settings)
+    parsed = [s for s in parse(file, detect_format(file)) if only is None or s.session_id == only]
+    if not parsed:
+        raise click.ClickException(f"{file} has no session {only!r}")
+    with open_store(db_path, must_exist=False) as store:
+        runs = _simulate(store, parsed, budget, config, prefix)
+        reports = [(run, timeline(store.events, run.session_id)) for run in runs]
+    if fmt != "text":
+        emit([{"totals": totals(run), "calls": run.calls, "points": points} for run, points in reports], fmt)
+        return
+    for run, points in reports:
+        emit(
+            None, fmt, text=[f"session {safe(run.session_id)}", *point_rows(points), *summary_lines(run), ""]
+        )
+
+
+def _simulate(
+    store: Store, parsed: list[ParsedSession], budget: int, config: CompactConfig, prefix: str
+) -> list[Simulation]:
+    taken = [f"{prefix}{s.session_id}" for s in parsed if store.has_session(f"{prefix}{s.session_id}")]
+    if taken:
+        raise click.ClickException(
+            f"session {taken[0]!r} already exists in {store.path}; use --prefix or --db"
+        )
+    runs = []
+    # On a terminal a progress bar; otherwise click prints only the label, to stderr.
+    with click.progressbar(parsed, label="simulating", file=sys.stderr) as bar:
+        for session in bar:
+            sid = f"{prefix}{session.session_id}"
+            if store.has_session(sid):
+                raise click.ClickException(
+                    f"session {sid!r} already exists in {store.path}; use --prefix or --db"
+                )
+            transcript = store.session(sid, config=config)
+            runs.append(simulate_session(transcript, session.messages, budget_tokens=budget, config=config))
+    return runs
+
+
+def _config(config_file: Path | None, settings: tuple[str, ...]) -> CompactConfig:
+    data: dict[str, Any] = {}
+    if config_file is not None:
+        raw = config_file.read_bytes()
+        try:
+            data = tomllib.loads(raw.decode()) if config_file.suffix == ".toml" else msgspec.json.decode(raw)
+        except (tomllib.TOMLDecodeError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(f"cannot read {config_file}: {exc}", param_hint="--config") from exc
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{setting!r} is not KEY=VALUE", param_hint="--set")
+        try:
+            data[key] = msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            data[key] = value
+    try:
+        return CompactConfig.from_mapping(data)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--config/--set") from exc
+
+
+def totals(run: Simulation) -> dict[str, Any]:
+    """What a simulated session adds up to."""
+    return {
+        "session": run.session_id,
+        "budget_tokens": run.budget_tokens,
+        "model_calls": len(run.calls),
+        "tokens_sent": run.tokens_sent,
+        "reused_tokens": run.reused_tokens,
+        "prefix_breaks": run.prefix_breaks,
+        "rounds": run.rounds,
+        "outcomes": run.outcomes,
+        "over_budget_calls": sum(1 for c in run.calls if c.view_tokens > run.budget_tokens),
+    }
+
+
+def summary_lines(run: Simulation) -> list[str]:
+    """The totals of a simulated session as text."""
+    t = totals(run)
+    share = f" ({t['reused_tokens'] / t['tokens_sent']:.0%})" if t["tokens_sent"] else ""
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(t["outcomes"].items()))
+    return [
+        f"model calls {t['model_calls']}, budget {t['budget_tokens']:,} tokens, "
+        f"over budget {t['over_budget_calls']}",
+        f"tokens sent {t['tokens_sent']:,}, reused from the previous call's prefix "
+        f"{t['reused_tokens']:,}{share}, prefix breaks {t['prefix_breaks']}",
+        f"rounds recorded {t['rounds']}; outcomes: {outcomes}",
+    ]
+
+
+@click.command()
+@db_option
+@click.option(
+    "--budget", type=click.IntRange(min=1), default=5_000, show_default=True, help="Tokens per view."
+)
+def demo(db_path: str | None, budget: int) -> None:
+    """Simulate a real recorded agent session (bundled) at a tight budget and print its timeline."""
+    from importlib import resources
+
+    from transcript.formats import parse
+    from transcript.model import new_message_id
+
+    source = resources.files("transcript") / "data" / "demo_session.traj"
+    with resources.as_file(source) as path:
+        (session,) = parse(path, "swe-agent")
+    with open_store(db_path, must_exist=False) as store:
+        sid = f"demo-{new_message_id()}"
+        run = simulate_session(store.session(sid), session.messages, budget_tokens=budget)
+        points = timeline(store.events, sid)
+    click.echo(f"store {store.path}, session {sid} (a recorded SWE-agent run, budget {budget:,})", err=True)
+    emit(None, "text", text=[*point_rows(points), *summary_lines(run)])
+
+
+@click.command()
+@db_option
+@session_option
+@click.option(
+    "--at", "at", default="last", show_default=True, help="The point to fork at (a version or 'last')."
+)
+@click.option("--as", "new_id", default=None, help="The new session's id (default: SESSION@POINT).")
+def fork(db_path: str | None, session_id: str | None, at: str, new_id: str | None) -> None:
+    """Start a new session as a copy of another at a point (bodies shared, the parent never written)."""
+    with open_store(db_path) as store:
+        parent = pick_session(store, session_id)
+        child = store.fork(parent, at=parse_point(at), new_session_id=new_id)
+        click.echo(f"forked {safe(parent)} at {at} into {safe(child.session_id)} ({len(child)} messages)")
+
+
+@click.command()
+@db_option
+@click.option("--served", is_flag=True, help="Also re-render every recorded served view of every session.")
+@format_option
+def verify(db_path: str | None, served: bool, fmt: str) -> None:
+    """Check the whole file: body hashes, every hash chain, history, guards. Exit 3 naming the first
+    problem."""
+    from transcript.store.verify import verify as verify_file
+
+    path = db_path or default_path()
+    report = verify_file(path)
+    drifts: list[Any] = []
+    if served and report.ok:
+        with open_store(path, readonly=True) as store:
+            for info in store.sessions():
+                drifts += [(info.session_id, d) for d in check_served(store.events, info.session_id).drifts]
+    lines = [f"{safe(str(path))}: {report.bodies} bodies, {report.sessions} sessions, {report.events} events"]
+    lines += [f"  {safe(str(p))}" for p in report.problems]
+    lines += [f"  session {safe(s)} point {d.point}: {safe(d.detail)}" for s, d in drifts]
+    lines.append(
+        "ok" if report.ok and not drifts else f"FAILED: {safe(str(report.first or drifts[0][1].detail))}"
+    )
+    emit(
+        {"report": report, "drifts": [{"session": s, **msgspec.to_builtins(d)} for s, d in drifts]},
+        fmt,
+        text=lines,
+    )
+    if not report.ok or drifts:
+        raise SystemExit(EXIT_CHECK_FAILED)

@@ -1,0 +1,155 @@
+"""Commands about a store's sessions: sessions, import, show, export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+
+from transcript.cli.options import (
+    db_option,
+    format_option,
+    open_store,
+    parse_point,
+    pick_session,
+    session_option,
+    view_data,
+)
+from transcript.cli.output import emit, message_lines, safe, table
+from transcript.session.replay import view_at
+
+
+@click.command()
+@db_option
+@format_option
+def sessions(db_path: str | None, fmt: str) -> None:
+    """List the sessions of the store, with their message counts and versions."""
+    with open_store(db_path, readonly=True) as store:
+        rows = store.sessions()
+    emit(
+        rows,
+        fmt,
+        text=table([(s.session_id, s.messages, s.version) for s in rows], ("session", "messages", "version")),
+    )
+
+
+@click.command(name="import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@db_option
+@click.option(
+    "--format",
+    "source_format",
+    type=click.Choice(["auto", "claude-code", "openhands", "swe-agent", "openai-jsonl", "anthropic-json"]),
+    default="auto",
+    show_default=True,
+    help="Format of FILE.",
+)
+@click.option(
+    "--output", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Report format."
+)
+def import_(file: Path, db_path: str | None, source_format: str, output: str) -> None:
+    """Import a recorded session file (all its sessions in one transaction) and report what was done."""
+    with open_store(db_path, must_exist=False) as store:
+        report = store.import_file(file, format=source_format)
+    lines = [
+        f"{safe(str(file))}: {report.format}, {len(report.sessions)} sessions, {report.messages} messages"
+    ]
+    lines += table(
+        [
+            (s.session_id, s.messages, s.tool_calls, s.appended, len(s.repairs), len(s.warnings))
+            for s in report.sessions
+        ],
+        ("session", "messages", "tool calls", "new", "repairs", "warnings"),
+    )
+    for session in report.sessions:
+        lines += [
+            f"  repair in {safe(session.session_id)}: {r.kind}: {safe(r.detail)}" for r in session.repairs
+        ]
+        lines += [f"  warning in {safe(session.session_id)}: {safe(w)}" for w in session.warnings]
+    emit(report, output, text=lines)
+
+
+@click.command()
+@db_option
+@session_option
+@click.option("--stored", is_flag=True, help="Show the stored history instead of the model view.")
+@click.option("--at", "point", default=None, help="Show the view at this point (a version, or 'last').")
+@format_option
+def show(db_path: str | None, session_id: str | None, stored: bool, point: str | None, fmt: str) -> None:
+    """Show a session: its current model view (or the stored history), message by message."""
+    if stored and point is not None:
+        raise click.UsageError("--stored shows the whole history; it takes no --at")
+    with open_store(db_path, readonly=True) as store:
+        sid = pick_session(store, session_id)
+        if stored:
+            messages = store.session(sid).stored_messages()
+            emit(
+                messages,
+                fmt,
+                text=[line for i, m in enumerate(messages) for line in message_lines(m, position=i)],
+            )
+            return
+        view = (
+            view_at(store.events, sid, parse_point(point)) if point else store.session(sid).visible_messages()
+        )
+    header = f"{safe(sid)}: {len(view)} messages, {view.tokens:,} tokens, source {view.source}"
+    lines = [header, *(f"  {d.code}: {safe(d.message)}" for d in view.diagnostics)]
+    lines += [line for i, m in enumerate(view.messages) for line in message_lines(m, position=i)]
+    emit({"session": sid, "view": view_data(view)}, fmt, text=lines)
+
+
+@click.command()
+@db_option
+@session_option
+@click.option(
+    "--wire",
+    type=click.Choice(["neutral", "openai", "anthropic"]),
+    default="neutral",
+    show_default=True,
+    help="Render for a provider's request format.",
+)
+@click.option("--history", is_flag=True, help="Export the stored history instead of the model view.")
+@click.option("--state", is_flag=True, help="Export the session-state document (Store.restore reads it).")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout."
+)
+def export(
+    db_path: str | None, session_id: str | None, wire: str, history: bool, state: bool, output: Path | None
+) -> None:
+    """Export a session: its model view (optionally in a provider's wire format), history, or state."""
+
+    if state and (history or wire != "neutral"):
+        raise click.UsageError("--state exports the whole log; it takes neither --history nor --wire")
+    with open_store(db_path, readonly=True) as store:
+        t = store.session(pick_session(store, session_id))
+        data: bytes
+        if state:
+            data = t.export_state().to_json()
+        elif history:
+            data = _history(t.stored_messages(), wire)
+        else:
+            view = t.visible_messages()
+            rendered: Any = {"openai": view.to_openai, "anthropic": view.to_anthropic}.get(
+                wire, lambda: view_data(view)
+            )()
+            data = msgspec.json.encode(rendered)
+    if output is None:
+        click.echo(data.decode())
+    else:
+        output.write_bytes(data + b"\n")
+        click.echo(f"wrote {output}", err=True)
+
+
+def _history(messages: list[Any], wire: str) -> bytes:
+
+    if wire == "openai":
+        from transcript.formats.openai_chat import export as openai_export
+
+        return openai_export(messages).rstrip("\n").encode()
+    if wire == "anthropic":
+        from transcript.formats.anthropic_messages import export as anthropic_export
+
+        return msgspec.json.encode(anthropic_export(messages))
+    return msgspec.json.encode(messages)

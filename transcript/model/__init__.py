@@ -1,0 +1,101 @@
+"""The value model: message bodies, marks, events, snapshots, checkpoints and results.
+
+Everything here is a frozen `msgspec.Struct` or a pure function over one; identity and persistence
+are the store's concern, and nothing here imports the store, `sqlite3` or a tokenizer.
+"""
+
+from transcript.model.checkpoint import Checkpoint
+from transcript.model.events import (
+    EVENT_DECODER,
+    EVENT_ENCODER,
+    CapsSet,
+    CompactionRecorded,
+    Event,
+    ForkedFrom,
+    MessageAppended,
+    MessageMarked,
+    ProviderCaps,
+    SessionStarted,
+    ViewServed,
+    apply_mark,
+)
+from transcript.model.ids import new_message_id, utc_now
+from transcript.model.marks import (
+    NO_FLAGS,
+    PLACEHOLDER,
+    TRUNCATE,
+    DirectiveEntry,
+    DirectiveTarget,
+    MessageFlags,
+    ProjectionDirective,
+)
+from transcript.model.message import (
+    DOCUMENT_TOKENS_PER_100KB,
+    IMAGE_TOKENS,
+    INTERRUPTED_RESULT,
+    ROLES,
+    DocumentPart,
+    ImagePart,
+    Message,
+    MessageKind,
+    Part,
+    ReasoningPart,
+    RedactedReasoningPart,
+    ResultContent,
+    Role,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    check_message,
+    describe_id,
+    media_tokens,
+)
+from transcript.model.result import CompactResult
+from transcript.model.snapshot import Entry, TranscriptSnapshot
+
+__all__ = [
+    "DOCUMENT_TOKENS_PER_100KB",
+    "EVENT_DECODER",
+    "EVENT_ENCODER",
+    "IMAGE_TOKENS",
+    "INTERRUPTED_RESULT",
+    "NO_FLAGS",
+    "PLACEHOLDER",
+    "ROLES",
+    "TRUNCATE",
+    "CapsSet",
+    "Checkpoint",
+    "CompactResult",
+    "CompactionRecorded",
+    "DirectiveEntry",
+    "DirectiveTarget",
+    "DocumentPart",
+    "Entry",
+    "Event",
+    "ForkedFrom",
+    "ImagePart",
+    "Message",
+    "MessageAppended",
+    "MessageFlags",
+    "MessageKind",
+    "MessageMarked",
+    "Part",
+    "ProjectionDirective",
+    "ProviderCaps",
+    "ReasoningPart",
+    "RedactedReasoningPart",
+    "ResultContent",
+    "Role",
+    "SessionStarted",
+    "TextPart",
+    "ToolCall",
+    "ToolResult",
+    "TranscriptSnapshot",
+    "ViewServed",
+    "apply_mark",
+    "check_message",
+    "describe_id",
+    "media_tokens",
+    "new_message_id",
+    "utc_now",
+]

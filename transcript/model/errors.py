@@ -1,0 +1,79 @@
+"""The library's exceptions: one root, a few specific kinds.
+
+Every fault that reaches a caller is a `TranscriptError`; `sqlite3` errors are translated at the
+store boundary and never leak. Each subclass names one thing the caller can act on.
+"""
+
+from __future__ import annotations
+
+
+class TranscriptError(Exception):
+    """Root of every error this library raises."""
+
+
+class InvalidMessage(TranscriptError, ValueError):
+    """A message (or record) is malformed and was refused; nothing was stored."""
+
+
+class DuplicateMessage(TranscriptError):
+    """A `message_id` already exists in the store with other content."""
+
+
+class ConflictError(TranscriptError):
+    """The session changed since the version this write expected (another writer won a race)."""
+
+
+class InvalidSession(TranscriptError, ValueError):
+    """A session id is malformed (empty, too long, or not valid Unicode)."""
+
+
+class SessionNotFound(TranscriptError, KeyError):
+    """No session with this id exists in the store."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "session not found"
+
+
+class SchemaError(TranscriptError):
+    """The file is not a transcript store this release can use (newer schema, not migrated, foreign)."""
+
+
+class StoreUnavailable(TranscriptError):
+    """The database cannot be used right now or at all; the file was left as it was."""
+
+
+class StoreLocked(StoreUnavailable):
+    """Another connection held the write lock longer than the busy timeout."""
+
+
+class StoreReadOnly(StoreUnavailable):
+    """A write was attempted on a store opened read-only (or a read-only file)."""
+
+
+class StoreFull(StoreUnavailable):
+    """The disk or the database's page limit is full; the write was rolled back."""
+
+
+class StoreCorrupted(StoreUnavailable):
+    """The file is not a database or its pages are damaged."""
+
+
+class TokenizerUnavailable(TranscriptError):
+    """The packaged tokenizer data is missing or does not match its published hash."""
+
+
+class PendingToolCalls(TranscriptError):
+    """Tool calls are still unanswered where the operation needs every call to have its result."""
+
+    def __init__(self, message: str, call_ids: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.call_ids = call_ids
+
+
+class PromptTooLong(TranscriptError):
+    """The summarizer's prompt does not fit its model; compaction drops the oldest part and retries."""
+
+
+class WriteRefused(TranscriptError, TypeError):
+    """The event store does not take this write from this caller: marks, summaries and compaction
+    records are written only through the mutator's writer capability."""

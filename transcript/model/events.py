@@ -1,0 +1,117 @@
+"""The events of a session's log: a tagged union on `kind`, each event a small frozen value.
+
+Every change to a session is one of these: an append (the history), a mark, a compaction record, the
+provider caps in force, a fork's origin, a served-view record. Flags are the fold of mark events
+(`apply_mark`): marks only ever go forward.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypeAlias
+
+import msgspec
+
+from transcript.model.marks import MessageFlags, ProjectionDirective
+from transcript.model.result import CompactResult
+from transcript.model.value import Value
+
+
+class _Event(Value, tag_field="kind", frozen=True):
+    """Base of the event kinds of a session's log (a tagged union on `kind`)."""
+
+    @property
+    def kind(self) -> str:
+        """The event's stable tag string, also stored in the `events.kind` column."""
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
+
+class MessageAppended(_Event, tag="message_appended", frozen=True):
+    """A message joined the session's history at `seq`; `body_hash` is its content hash."""
+
+    seq: int
+    message_id: str
+    body_hash: str
+
+
+class MessageMarked(_Event, tag="message_marked", frozen=True):
+    """Marks set on one message by `mutate`. Marks only ever go forward: a fold never clears one."""
+
+    message_id: str
+    truncated: bool = False
+    excluded: bool = False
+    projection: ProjectionDirective | None = None
+
+
+class ProviderCaps(Value, frozen=True):
+    """What the provider of a session accepts (`projection.caps` names the known ones).
+
+    `supports_media=False` renders every image and document as a short text placeholder.
+    `requires_signed_reasoning=True` means reasoning that carries a signature must be sent back
+    whole: no directive may shorten it.
+    """
+
+    provider: str = "neutral"
+    supports_media: bool = True
+    requires_signed_reasoning: bool = True
+
+
+class SessionStarted(_Event, tag="session_started", frozen=True):
+    """Where a session came from: a title, the file it was imported from, the call that spawned it."""
+
+    title: str | None = None
+    source: str | None = None
+    parent_session_id: str | None = None
+    parent_call_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class CompactionRecorded(_Event, tag="compaction_recorded", frozen=True):
+    """The result record of a compaction round that did something (or failed)."""
+
+    result: CompactResult
+
+
+class CapsSet(_Event, tag="caps_set", frozen=True):
+    """The provider capabilities the session's views render with from here on."""
+
+    caps: ProviderCaps
+
+
+class ForkedFrom(_Event, tag="forked_from", frozen=True):
+    """This session began as a copy of another's log up to one of its points."""
+
+    parent_session_id: str
+    point: int
+
+
+class ViewServed(_Event, tag="view_served", frozen=True):
+    """A view was sent to a model: its hash, and the per-message hashes that changed since the
+    previous record (`changed` as `(position, digest)`; positions from `length` on were dropped).
+
+    Never inside a body: the record is its own small event, so replay can check, point by point, that
+    it renders what was served, and name the first message that drifted.
+    """
+
+    view_hash: str
+    length: int
+    tokens: int
+    source: str
+    changed: tuple[tuple[int, str], ...] = ()
+
+
+Event: TypeAlias = (
+    MessageAppended | MessageMarked | SessionStarted | CompactionRecorded | CapsSet | ForkedFrom | ViewServed
+)
+
+EVENT_ENCODER: Final = msgspec.json.Encoder()
+EVENT_DECODER: Final = msgspec.json.Decoder(Event)
+
+
+def apply_mark(flags: MessageFlags, mark: MessageMarked) -> MessageFlags:
+    """The flags after one mark event (the fold step). A directive, once written, is kept."""
+    projection = flags.projection if flags.projection is not None else mark.projection
+    return MessageFlags(
+        truncated=flags.truncated or mark.truncated,
+        excluded=flags.excluded or mark.excluded,
+        projection=projection,
+    )

@@ -1,0 +1,51 @@
+"""Content hashes of bodies and the per-session hash chain of events.
+
+A body's hash covers what the message says (role, kind, anchor, parts), not where or when it was
+stored (`seq`, `created_at`, token counts, metadata), so a fork or a re-import of the same content
+hashes the same. An event's hash covers its session, version, time and payload bytes and the hash of
+the event before it, so editing, removing or reordering any event breaks every later link.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from transcript.model.message import Message, MessageKind, Part, Role
+
+if TYPE_CHECKING:
+    from hashlib import _Hash
+
+GENESIS: Final = ""
+
+
+def _sha256(data: bytes) -> _Hash:
+    # Imported on first use: reading a store (a cold open) never hashes, and hashlib costs ~6 ms to load.
+    import hashlib
+
+    return hashlib.sha256(data)
+
+
+class _HashedContent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    role: Role
+    kind: MessageKind = "message"
+    anchor: str | None = None
+    parts: tuple[Part, ...]
+
+
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+def body_hash(message: Message) -> str:
+    """The content hash of a message body (hex sha256)."""
+    content = _HashedContent(role=message.role, kind=message.kind, anchor=message.anchor, parts=message.parts)
+    return _sha256(_ENCODER.encode(content)).hexdigest()
+
+
+def event_hash(prev_hash: str, session_id: str, version: int, recorded_at: str, payload: bytes) -> str:
+    """The chained hash of one event (hex sha256)."""
+    digest = _sha256(_ENCODER.encode([prev_hash, session_id, version, recorded_at]))
+    digest.update(b"\n")
+    digest.update(payload)
+    return digest.hexdigest()

@@ -1,0 +1,293 @@
+"""Message bodies: the typed parts a message holds, and the rules a well-formed message keeps.
+
+A `Message` is immutable and belongs to no session by itself, so forks share it. Part kinds are a
+tagged union on `kind` with explicit, stable tag strings, never class names, so renaming a class
+never orphans a stored row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+
+from transcript.model.errors import InvalidMessage
+from transcript.model.ids import new_message_id, utc_now
+from transcript.model.value import Value
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+MessageKind: TypeAlias = Literal["message", "summary", "meta"]
+ROLES: Final = ("system", "user", "assistant", "tool")
+# The text of the error result that answers a tool call whose execution never reported back.
+INTERRUPTED_RESULT: Final = "tool execution was interrupted"
+
+
+class _Part(Value, tag_field="kind", frozen=True):
+    """Base of the message part kinds (a tagged union on `kind`)."""
+
+    @property
+    def kind(self) -> str:
+        """The part's stable tag string (`text`, `tool_call`, ...)."""
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
+
+class TextPart(_Part, tag="text", frozen=True):
+    """Plain text."""
+
+    text: str
+
+
+class ImagePart(_Part, tag="image", frozen=True):
+    """An image, as a media type and a base64 payload (never tokenized)."""
+
+    media_type: str
+    data: str
+
+
+class DocumentPart(_Part, tag="document", frozen=True):
+    """A document such as a PDF, as a media type and a base64 payload (never tokenized)."""
+
+    media_type: str
+    data: str
+    title: str | None = None
+
+
+class ReasoningPart(_Part, tag="reasoning", frozen=True):
+    """Model reasoning; `signature` is the provider's proof that it was not edited."""
+
+    text: str
+    signature: str | None = None
+
+
+class RedactedReasoningPart(_Part, tag="redacted_reasoning", frozen=True):
+    """Reasoning the provider returned encrypted: opaque data to send back unchanged."""
+
+    data: str
+
+
+class ToolCall(_Part, tag="tool_call", frozen=True):
+    """A call the model made: parsed JSON `input`, or `raw_input` exactly as produced when not JSON."""
+
+    id: str
+    name: str
+    input: Any = msgspec.field(default_factory=dict)
+    raw_input: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.raw_input is not None and self.input == {}:
+            # `ToolCall(id=, name=, raw_input=...)`: a raw call has no parsed input.
+            msgspec.structs.force_setattr(self, "input", None)
+
+    @classmethod
+    def from_arguments(cls, *, id: str, name: str, arguments: str) -> ToolCall:
+        """A call from a provider's argument string: parsed when it is JSON, kept raw when not."""
+        try:
+            value = msgspec.json.decode(arguments)
+        except (msgspec.DecodeError, UnicodeEncodeError):
+            # Not JSON (or not even valid Unicode, which the store refuses at append): keep it raw.
+            return cls(id=id, name=name, input=None, raw_input=arguments)
+        return cls(id=id, name=name, input=value)
+
+    @property
+    def arguments(self) -> str:
+        """The call's arguments as a string: the raw text, or the input encoded as JSON."""
+        if self.raw_input is not None:
+            return self.raw_input
+        return msgspec.json.encode(self.input).decode()
+
+
+ResultContent: TypeAlias = TextPart | ImagePart | DocumentPart
+
+
+class ToolResult(_Part, tag="tool_result", frozen=True):
+    """The result of one tool call; `content` is a string or a list of text/media parts."""
+
+    call_id: str
+    content: str | tuple[ResultContent, ...]
+    name: str | None = None
+    is_error: bool = False
+
+    @property
+    def text(self) -> str:
+        """The result's text (media parts left out)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+# Media are never tokenized. An image counts what a provider charges for a full-size one (~1.15 MP at
+# 750 px per token); a document counts that much per started 100 KB of decoded payload (about a page).
+IMAGE_TOKENS: Final = 1_600
+DOCUMENT_TOKENS_PER_100KB: Final = 1_600
+
+
+def media_tokens(part: ImagePart | DocumentPart) -> int:
+    """The documented token estimate of a media part, from its payload size alone."""
+    if isinstance(part, ImagePart):
+        return IMAGE_TOKENS
+    data = part.data
+    padding = 2 if data.endswith("==") else 1 if data.endswith("=") else 0
+    decoded_bytes = len(data) * 3 // 4 - padding
+    return max(1, math.ceil(decoded_bytes / 102_400)) * DOCUMENT_TOKENS_PER_100KB
+
+
+Part: TypeAlias = (
+    TextPart | ImagePart | DocumentPart | ReasoningPart | RedactedReasoningPart | ToolCall | ToolResult
+)
+
+_ALLOWED_PARTS: Final[dict[str, tuple[type[_Part], ...]]] = {
+    "system": (TextPart,),
+    "user": (TextPart, ImagePart, DocumentPart),
+    "assistant": (TextPart, ReasoningPart, RedactedReasoningPart, ToolCall),
+    "tool": (ToolResult,),
+}
+
+
+class Message(Value, frozen=True):
+    """An immutable message body. It belongs to no session by itself, so forks can share it.
+
+    `kind` is `summary` for a compaction summary (role `user`, rendered before `anchor`) and `meta`
+    for expanded command text; neither is ever taken for a new user turn.
+    """
+
+    id: str
+    role: Role
+    parts: tuple[Part, ...]
+    created_at: datetime
+    kind: MessageKind = "message"
+    anchor: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @classmethod
+    def system(cls, text: str, *, id: str | None = None, created_at: datetime | None = None) -> Message:
+        """A system message with one text part."""
+        return cls._make("system", [TextPart(text=text)], id, created_at)
+
+    @classmethod
+    def user(
+        cls,
+        content: str | Sequence[TextPart | ImagePart | DocumentPart],
+        *,
+        id: str | None = None,
+        created_at: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Message:
+        """A user message from text, or from text and media parts."""
+        parts: list[Part] = [TextPart(text=content)] if isinstance(content, str) else list(content)
+        return cls._make("user", parts, id, created_at, metadata=metadata)
+
+    @classmethod
+    def assistant(
+        cls,
+        text: str = "",
+        tool_calls: Iterable[ToolCall] = (),
+        *,
+        reasoning: Sequence[ReasoningPart | RedactedReasoningPart] = (),
+        id: str | None = None,
+        created_at: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Message:
+        """An assistant message: optional reasoning, then text (if any), then tool calls."""
+        parts: list[Part] = list(reasoning)
+        if text:
+            parts.append(TextPart(text=text))
+        parts.extend(tool_calls)
+        return cls._make("assistant", parts, id, created_at, metadata=metadata)
+
+    @classmethod
+    def tool_result(
+        cls,
+        call_id: str,
+        content: str | Sequence[ResultContent],
+        name: str | None = None,
+        is_error: bool = False,
+        *,
+        id: str | None = None,
+        created_at: datetime | None = None,
+    ) -> Message:
+        """A tool message answering the call `call_id`."""
+        body = content if isinstance(content, str) else tuple(content)
+        part = ToolResult(call_id=call_id, content=body, name=name, is_error=is_error)
+        return cls._make("tool", [part], id, created_at)
+
+    @classmethod
+    def _make(
+        cls,
+        role: Role,
+        parts: list[Part],
+        id: str | None,
+        created_at: datetime | None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Message:
+        message = cls(
+            id=id if id is not None else new_message_id(),
+            role=role,
+            parts=tuple(parts),
+            created_at=created_at if created_at is not None else utc_now(),
+            metadata=dict(metadata) if metadata else None,
+        )
+        check_message(message)
+        return message
+
+    @property
+    def text(self) -> str:
+        """The message's text parts joined (tool results' text for tool messages)."""
+        chunks = []
+        for part in self.parts:
+            if isinstance(part, (TextPart, ToolResult)):
+                chunks.append(part.text)
+        return "".join(chunks)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The tool calls this message makes, in order."""
+        return tuple(p for p in self.parts if isinstance(p, ToolCall))
+
+    @property
+    def tool_results(self) -> tuple[ToolResult, ...]:
+        """The tool results this message carries, in order."""
+        return tuple(p for p in self.parts if isinstance(p, ToolResult))
+
+
+def check_message(message: Message) -> None:
+    """Check the rules a well-formed message keeps; raises `InvalidMessage` naming the first broken one."""
+    where = f"message {describe_id(message)}"
+    if not isinstance(message.id, str) or not message.id or len(message.id) > 256:
+        raise InvalidMessage(f"{where}: id must be a non-empty string of at most 256 characters")
+    if message.role not in _ALLOWED_PARTS:
+        raise InvalidMessage(f"{where}: unknown role {message.role!r} (expected one of {', '.join(ROLES)})")
+    if not isinstance(message.created_at, datetime) or message.created_at.tzinfo is None:
+        raise InvalidMessage(f"{where}: created_at must be a timezone-aware datetime")
+    if message.kind not in ("message", "summary", "meta"):
+        raise InvalidMessage(f"{where}: unknown kind {message.kind!r}")
+    if message.kind == "summary" and message.role != "user":
+        raise InvalidMessage(f"{where}: a summary message must have role 'user'")
+    if message.anchor is not None and message.kind != "summary":
+        raise InvalidMessage(f"{where}: only a summary message has an anchor")
+    if not message.parts:
+        raise InvalidMessage(f"{where}: a message needs at least one part")
+    allowed = _ALLOWED_PARTS[message.role]
+    call_ids: set[str] = set()
+    for index, part in enumerate(message.parts):
+        if not isinstance(part, allowed):
+            kind = getattr(part, "kind", type(part).__name__)
+            raise InvalidMessage(f"{where}: part {index} ({kind}) is not allowed in a {message.role} message")
+        if isinstance(part, ToolCall):
+            if not part.id or not part.name:
+                raise InvalidMessage(f"{where}: tool call {index} needs a non-empty id and name")
+            if part.id in call_ids:
+                raise InvalidMessage(f"{where}: tool call id {part.id!r} is used twice in one message")
+            call_ids.add(part.id)
+            if part.raw_input is not None and part.input is not None:
+                raise InvalidMessage(f"{where}: tool call {part.id!r} has both input and raw_input")
+        elif isinstance(part, ToolResult) and not part.call_id:
+            raise InvalidMessage(f"{where}: tool result {index} needs a call id")
+
+
+def describe_id(message: object) -> str:
+    """A message's id for an error message, even when the message is malformed."""
+    value = getattr(message, "id", None)
+    return repr(value) if isinstance(value, str) else "<no id>"

@@ -1,0 +1,74 @@
+"""`CompactResult`: the record of one compaction round, returned to the caller and kept in the log.
+
+It carries everything a user needs to see why a round did what it did (`transcript compacts`), and the
+failure count and breaker state after it, so the breaker survives a restart.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+from transcript.model.checkpoint import Checkpoint
+
+Strategy: TypeAlias = Literal[
+    "tool-result-micro",
+    "checkpoint",
+    "checkpoint-delta",
+    "aggressive-checkpoint",
+    "aggressive-checkpoint-delta",
+]
+Outcome: TypeAlias = Literal[
+    "skipped",
+    "shadowed",
+    "micro_applied",
+    "full_applied",
+    "micro_applied_then_full_failed",
+    "full_failed",
+    "full_unavailable",
+    "over_budget_irreducible",
+]
+BreakerState: TypeAlias = Literal["closed", "open", "half_open"]
+
+
+class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What one round did: strategy, outcome, sizes before and after, and the failure/breaker state.
+
+    `tokens_*` and `items_*` describe the model view; `estimated_saved_tokens` is the plan's estimate,
+    `tokens_before - tokens_after` what the written directives really saved. `round_id` names the
+    round: a round that writes twice (its micro step, then its full step) records twice under one id,
+    and the later record supersedes the earlier. `version` is the version of the record's event (0
+    for a round that recorded nothing); it is set when the record is read, never predicted.
+    """
+
+    outcome: Outcome
+    strategy: Strategy | None = None
+    reason: str = ""
+    manual: bool = False
+    forced: bool = False
+    budget_tokens: int = 0
+    items_before: int = 0
+    items_after: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    irreducible_tokens: int = 0
+    estimated_saved_tokens: int = 0
+    compacted_count: int = 0
+    compacted_ids: tuple[str, ...] = ()
+    delta_count: int = 0
+    checkpoint_reused: bool = False
+    fallback_used: bool = False
+    split_turn: bool = False
+    checkpoint: Checkpoint | None = None
+    failed: bool = False
+    consecutive_failures: int = 0
+    breaker: BreakerState = "closed"
+    rounds_since_open: int = 0
+    version: int = 0
+    round_id: str = ""
+
+    @property
+    def saved_tokens(self) -> int:
+        """Tokens the round took out of the view."""
+        return self.tokens_before - self.tokens_after

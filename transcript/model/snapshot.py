@@ -1,0 +1,38 @@
+"""What the planner and projection read: a session at one version, entry by entry."""
+
+from __future__ import annotations
+
+from transcript.model.marks import NO_FLAGS, MessageFlags
+from transcript.model.message import Message
+from transcript.model.value import Value
+
+
+class Entry(Value, frozen=True):
+    """One message of a session as the planner sees it: position, body, per-part tokens, flags."""
+
+    seq: int
+    message: Message
+    tokens: tuple[int, ...]
+    flags: MessageFlags = NO_FLAGS
+
+    @property
+    def token_count(self) -> int:
+        """Tokens of the whole stored body (sum over parts)."""
+        return sum(self.tokens)
+
+
+class TranscriptSnapshot(Value, frozen=True):
+    """A session at one version: every entry in `seq` order. The planner's only input.
+
+    `step_starts` holds the `seq` of every assistant message (a step is one model call and the results
+    that answer it); `turn_starts` the `seq` of every user message that opens a turn group (not a
+    summary, not expanded command text). Both are kept as the session grows, so planning never has to
+    rescan the history to find where recent steps begin.
+    """
+
+    session_id: str
+    version: int
+    entries: tuple[Entry, ...]
+    tokenizer: str
+    step_starts: tuple[int, ...] = ()
+    turn_starts: tuple[int, ...] = ()

@@ -1,0 +1,580 @@
+"""`Transcript`: one session of a store, as an agent loop uses it.
+
+The loop appends messages and asks for `visible_messages()` before every model call. A `Transcript`
+reads its session once, then keeps it in memory as the fold of its log (`transcript.session.fold`)
+and reads only what other writers committed since (checked cheaply through the store's change token),
+so a turn costs the same at message 10 and at message 10,000. What it writes itself — a turn, a
+served-view record, a compaction round's steps — it folds from the data of the write, never by
+reading it back.
+
+Concurrency: use one `Transcript` (and its store) per thread. Several processes may write the same
+file, even the same session: each write names the version it expects, the loser of a race gets
+`ConflictError` with nothing written, and its `Transcript` has already caught up, so the loop can
+decide again and retry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from mutate import (
+    Deps,
+    RoundInput,
+    RoundOutcome,
+    arun_compact,
+    micro_compact,
+    quiet_result,
+    run_compact,
+)
+from planner.config import CompactConfig
+from planner.continuation import continuation_prompt
+from planner.micro import MicroPlan
+from planner.summary import clip, latest_goal
+from projection.caps import caps_for
+from projection.view import View
+from transcript.model.errors import ConflictError, DuplicateMessage, InvalidSession
+from transcript.model.events import CapsSet, Event, MessageAppended, ProviderCaps
+from transcript.model.hashing import body_hash
+from transcript.model.ids import new_message_id, utc_now
+from transcript.model.message import INTERRUPTED_RESULT, Message
+from transcript.model.snapshot import Entry, TranscriptSnapshot
+from transcript.session.fold import LiveSession
+from transcript.session.status import Status
+from transcript.store.bodies import counted, prepare
+from transcript.store.connection import default_path
+from transcript.store.port import EventStore, NewBody, SessionWrite, StoredBody
+from transcript.store.sqlite import SqliteEventStore
+from transcript.tokens import CL100K, TokenCounter, get_counter
+
+if TYPE_CHECKING:
+    from planner.full import Reinject
+    from planner.summary import Summarizer
+    from transcript.model.checkpoint import Checkpoint
+    from transcript.model.result import CompactResult
+    from transcript.model.state import SessionState
+
+# How often recording a served view retries when another writer moves the session on meanwhile.
+_RECORD_ATTEMPTS: Final = 3
+
+
+def check_session_id(session_id: object) -> None:
+    """Refuse a session id that is not a non-empty, valid-Unicode string of at most 256 characters."""
+    if not isinstance(session_id, str) or not session_id or len(session_id) > 256:
+        raise InvalidSession(
+            f"session id must be a non-empty string of at most 256 characters, not {session_id!r}"
+        )
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidSession(f"session id {session_id!r} is not valid Unicode (lone surrogate)") from exc
+
+
+class Transcript:
+    """One session: append messages, read the model view. Open with `Transcript.open` or `Store.session`.
+
+    `events` is the event store it reads and writes; `tokenizer` names the counter used at append.
+    """
+
+    def __init__(
+        self,
+        events: EventStore,
+        session_id: str,
+        *,
+        tokenizer: str = CL100K,
+        owns_store: bool = False,
+        config: CompactConfig | None = None,
+        summarizer: Summarizer | None = None,
+        reinject: Reinject | None = None,
+        provider: str | ProviderCaps | None = None,
+    ) -> None:
+        check_session_id(session_id)
+        self.events = events
+        self.session_id = session_id
+        self.tokenizer = tokenizer
+        self.config = config or CompactConfig()
+        self.summarizer = summarizer
+        self.reinject = reinject
+        self._counter: TokenCounter | None = None
+        self._owns_store = owns_store
+        self._seen: Hashable = None
+        self._cursor: tuple[tuple[object, ...], int] = ((), 0)
+        self._live = LiveSession(session_id, tokenizer)
+        self._load()
+        self._drained = len(self._live.results)
+        if provider is not None:
+            self.set_provider(provider)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path | None = None,
+        *,
+        session_id: str,
+        readonly: bool = False,
+        create: bool = True,
+        config: CompactConfig | None = None,
+        summarizer: Summarizer | None = None,
+        reinject: Reinject | None = None,
+        timeout: float = 5.0,
+        synchronous: str = "FULL",
+        tokenizer: str = CL100K,
+        provider: str | ProviderCaps | None = None,
+    ) -> Transcript:
+        """Open a file and one of its sessions; closing the transcript closes the file.
+
+        `config` is the compaction policy, `summarizer` the model summarizer full compaction calls
+        (None: the local one), `reinject` the host callback that supplies current file content after a
+        full compaction. `timeout`, `synchronous` and `tokenizer` are as for `Store.open`.
+        """
+        from transcript.model.errors import SessionNotFound
+
+        check_session_id(session_id)
+        get_counter(tokenizer)
+        target = str(path) if path is not None else default_path()
+        events = SqliteEventStore.open(target, readonly=readonly, timeout=timeout, synchronous=synchronous)
+        try:
+            if (not create or readonly) and not events.head(session_id)[0]:
+                raise SessionNotFound(f"no session {session_id!r} in {target}")
+            return cls(
+                events,
+                session_id,
+                tokenizer=tokenizer,
+                owns_store=True,
+                config=config,
+                summarizer=summarizer,
+                reinject=reinject,
+                provider=provider,
+            )
+        except BaseException:
+            events.close()
+            raise
+
+    def close(self) -> None:
+        """Close the file if this transcript opened it. Every append is already committed."""
+        if self._owns_store:
+            self.events.close()
+
+    def __enter__(self) -> Transcript:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        self._sync()
+        return len(self._live.entries)
+
+    def __repr__(self) -> str:
+        return f"<Transcript {self.session_id!r} v{self._live.version} in {self.events.path!r}>"
+
+    @property
+    def version(self) -> int:
+        """The session's version (the number of events in its log) as this process last saw it."""
+        return self._live.version
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter appends are counted with (it loads its data on first use)."""
+        if self._counter is None:
+            self._counter = get_counter(self.tokenizer)
+        return self._counter
+
+    @property
+    def pending_calls(self) -> tuple[str, ...]:
+        """Ids of the tool calls of the last step that have no result yet."""
+        self._sync()
+        return tuple(self._live.pending)
+
+    def append(self, message: Message) -> Message:
+        """Append one message (a transaction of its own); returns it as stored."""
+        return self.append_turn([message])[0]
+
+    def append_turn(self, messages: Sequence[Message]) -> list[Message]:
+        """Append several messages in one transaction: all of them are stored, or none.
+
+        Re-appending a message already in this session with the same content is a no-op (safe after
+        a crash left the loop unsure); other content under an existing id raises `DuplicateMessage`.
+        A tool result must answer a pending call, and nothing else may follow unanswered calls.
+
+        The write expects the session to be at the version this transcript last read: when another
+        writer appended since, it raises `ConflictError`, nothing is written, and this transcript has
+        caught up, so the loop can look at the new state and retry.
+        """
+        live = self._live
+        prepared: list[NewBody] = []
+        result: list[Message] = []
+        batch: dict[str, NewBody] = {}
+        for message in messages:
+            item = prepare(message, self.counter, count=False)
+            known = self._known(item, batch)
+            if known is not None:
+                result.append(known)
+                continue
+            item = counted(item, self.counter)
+            batch[item.message.id] = item
+            prepared.append(item)
+            result.append(item.message)
+        if not prepared:
+            return result
+        live.check_order(item.message for item in prepared)
+        first_seq = len(live.entries)
+        events = [
+            MessageAppended(seq=first_seq + i, message_id=item.message.id, body_hash=item.hash)
+            for i, item in enumerate(prepared)
+        ]
+        self._write(events, batch)
+        return result
+
+    def _known(self, item: NewBody, batch: dict[str, NewBody]) -> Message | None:
+        """The stored message when this one is a no-op re-append; raises on an id with other content."""
+        message_id = item.message.id
+        earlier = batch.get(message_id)
+        if earlier is not None:
+            existing, existing_hash = earlier.message, earlier.hash
+        elif message_id in self._live.positions:
+            existing = self._live.entries[self._live.positions[message_id]].message
+            existing_hash = body_hash(existing)
+        else:
+            return None
+        if existing_hash != item.hash:
+            raise DuplicateMessage(
+                f"message {message_id!r} is already in session {self.session_id!r} with other content "
+                "(nothing was written)"
+            )
+        return existing
+
+    def repair_interrupted(self) -> list[Message]:
+        """Answer every call left pending (e.g. by a crash) with a synthetic error result.
+
+        History is never edited: the repair is an ordinary append of tool results saying the tool
+        execution was interrupted. Returns the appended messages (none when nothing was pending).
+        """
+        self._sync()
+        repairs = [
+            Message.tool_result(call_id, INTERRUPTED_RESULT, name=name, is_error=True)
+            for call_id, name in self._live.pending.items()
+        ]
+        return self.append_turn(repairs) if repairs else []
+
+    def messages(self) -> TranscriptSnapshot:
+        """Every message of the session with its per-part token counts and flags: the planner's input."""
+        self._sync()
+        return self._live.snapshot()
+
+    def visible_messages(self, *, record: bool = False) -> View:
+        """The exact view to send to the model now (SPEC §5).
+
+        Excluded messages are left out, summaries shown at their anchors, and every message rendered
+        under its persisted directive (`source="persisted"`; `"canonical"` when there is none). A
+        directive this release cannot trust is never guessed at: the view is rebuilt in memory
+        (`"rebuilt"`, with diagnostics saying so) or falls back to the canonical one (`"fallback"`).
+
+        `record=True` also records that this view is being served (its hash and the per-message
+        hashes that changed since the last record) as a small event of its own, so `transcript
+        replay --verify` can later prove what the model was sent.
+        """
+        self._sync()
+        if not record:
+            return self._live.view(self.config)
+        for _ in range(_RECORD_ATTEMPTS):
+            view = self._live.view(self.config)
+            served = self._live.served_record(view)
+            try:
+                version = self._write([served])
+            except ConflictError:
+                continue
+            self._live.rendered.recorded(version)
+            return view
+        raise ConflictError(f"session {self.session_id!r} kept changing while its view was being recorded")
+
+    @property
+    def stored_tokens(self) -> int:
+        """Tokens of every stored message of the session (what no compaction changes)."""
+        self._sync()
+        return self._live.stored_tokens
+
+    def stored_messages(self) -> list[Message]:
+        """The session's full history, every body exactly as stored, in `seq` order."""
+        self._sync()
+        return [entry.message for entry in self._live.entries]
+
+    def entry(self, message_id: str) -> Entry | None:
+        """One message of the session with its counts and flags, as last read (None when absent)."""
+        self._sync()
+        position = self._live.positions.get(message_id)
+        return None if position is None else self._live.entries[position]
+
+    def compact(
+        self,
+        *,
+        budget_tokens: int,
+        config: CompactConfig | None = None,
+        manual: bool = False,
+        force: bool = False,
+        shadow: bool = False,
+        summarizer: Summarizer | None = None,
+    ) -> CompactResult:
+        """Run one compaction round against a token budget; returns its result record.
+
+        Call it once per model call with the tokens the view may use. Below the micro threshold it does
+        nothing and writes nothing. `shadow=True` reports what would happen without writing;
+        `manual=True` marks a round the user asked for (not counted by the breaker); `force=True` goes
+        straight to full compaction. `summarizer` overrides the transcript's for this round. It raises
+        only for storage faults: a failing summarizer is an outcome (`fallback_used`, `failed`).
+        """
+        config = config or self.config
+        quiet = self._quiet(budget_tokens, config, manual, force)
+        if quiet is not None:
+            return quiet
+        given = self._round_input(config)
+        return self._absorb(
+            lambda: run_compact(
+                self.events,
+                given,
+                budget_tokens=budget_tokens,
+                config=config,
+                deps=self._deps(),
+                manual=manual,
+                force=force,
+                shadow=shadow,
+                summarizer=summarizer or self.summarizer,
+                reinject=self.reinject,
+            ),
+            config,
+        )
+
+    async def acompact(
+        self,
+        *,
+        budget_tokens: int,
+        config: CompactConfig | None = None,
+        manual: bool = False,
+        force: bool = False,
+        shadow: bool = False,
+        summarizer: Summarizer | None = None,
+    ) -> CompactResult:
+        """`compact` for async loops: the summarizer may be a coroutine function."""
+        config = config or self.config
+        quiet = self._quiet(budget_tokens, config, manual, force)
+        if quiet is not None:
+            return quiet
+        given = self._round_input(config)
+        try:
+            outcome = await arun_compact(
+                self.events,
+                given,
+                budget_tokens=budget_tokens,
+                config=config,
+                deps=self._deps(),
+                manual=manual,
+                force=force,
+                shadow=shadow,
+                summarizer=summarizer or self.summarizer,
+                reinject=self.reinject,
+            )
+        except BaseException:
+            self._sync(force=True)
+            raise
+        return self._fold_round(outcome, config)
+
+    def apply_micro_plan(self, plan: MicroPlan) -> CompactResult:
+        """Apply a micro plan (from `planner.plan_micro` over `messages()`) as one manual round.
+
+        Its marks and its result record commit in one transaction; a plan made from an older version
+        of the session is a `ConflictError`, with nothing written.
+        """
+        self._sync()
+        given = self._round_input(self.config)
+        return self._absorb(lambda: micro_compact(self.events, given, plan, deps=self._deps()), None)
+
+    def latest_compact_result(self) -> CompactResult | None:
+        """The result of the last round that did something (it survives a restart)."""
+        self._sync()
+        return self._live.results[-1] if self._live.results else None
+
+    def compact_results(self) -> list[CompactResult]:
+        """Every recorded round of the session, oldest first (a round's latest record)."""
+        self._sync()
+        return list(self._live.results)
+
+    def drain_compact_results(self) -> list[CompactResult]:
+        """The rounds recorded since the last drain (or since this transcript was opened)."""
+        self._sync()
+        fresh = self._live.results[self._drained :]
+        self._drained = len(self._live.results)
+        return fresh
+
+    def latest_checkpoint(self) -> Checkpoint | None:
+        """The checkpoint of the latest full compaction, or None."""
+        self._sync()
+        for result in reversed(self._live.results):
+            if result.checkpoint is not None:
+                return result.checkpoint
+        return None
+
+    def continuation_prompt(self, result: CompactResult | None = None) -> str:
+        """The hidden prompt that re-anchors the model after a compaction (default: the latest)."""
+        chosen = result or self.latest_compact_result()
+        return continuation_prompt(chosen) if chosen is not None else ""
+
+    def set_provider(self, provider: str | ProviderCaps) -> None:
+        """Render this session's views for a provider from now on; recorded as an event when it changes,
+        so replay renders every point with the capabilities in force then."""
+        caps = caps_for(provider)
+        self._sync()
+        if caps != self._live.caps:
+            self._write([CapsSet(caps=caps)])
+
+    @property
+    def caps(self) -> ProviderCaps:
+        """The provider capabilities the view renders with."""
+        return self._live.caps
+
+    def export_state(self) -> SessionState:
+        """The session's whole log and bodies as a portable document (`Store.restore` reads it)."""
+        from transcript.model.state import ExportedBody, ExportedEvent, SessionState
+
+        records, bodies = self.events.read_log(self.session_id)
+        tokenizers = self.events.tokenizers(list(bodies))
+        return SessionState(
+            session_id=self.session_id,
+            exported_at=utc_now(),
+            events=tuple(
+                ExportedEvent(version=r.version, recorded_at=r.recorded_at, event=r.event) for r in records
+            ),
+            bodies=tuple(
+                ExportedBody(message=body.message, tokens=body.tokens, tokenizer=tokenizers[message_id])
+                for message_id, body in bodies.items()
+            ),
+        )
+
+    def status(self) -> Status:
+        """Light status: goal, last compaction, token estimate, breaker (SPEC §7)."""
+        view = self.visible_messages()
+        live = self._live
+        results = live.results
+        last = results[-1] if results else None
+        checkpoint = self.latest_checkpoint()
+        goal = checkpoint.goal if checkpoint is not None and checkpoint.goal else ""
+        return Status(
+            session_id=self.session_id,
+            version=live.version,
+            messages=len(live.entries),
+            visible_messages=len(view),
+            view_tokens=view.tokens,
+            stored_tokens=live.stored_tokens,
+            goal=clip(goal or latest_goal([entry.message for entry in live.entries]), 300),
+            last_outcome=last.outcome if last else None,
+            last_strategy=last.strategy if last else None,
+            rounds=len(results),
+            breaker=last.breaker if last else "closed",
+            consecutive_failures=last.consecutive_failures if last else 0,
+            pending_calls=tuple(live.pending),
+        )
+
+    def _quiet(self, budget: int, config: CompactConfig, manual: bool, force: bool) -> CompactResult | None:
+        self._sync()
+        view = self._live.view(self.config)
+        latest = self._live.results[-1] if self._live.results else None
+        return quiet_result(
+            view.tokens,
+            len(view),
+            budget_tokens=budget,
+            config=config,
+            manual=manual,
+            force=force,
+            latest=latest,
+        )
+
+    def _round_input(self, config: CompactConfig) -> RoundInput:
+        live = self._live
+        view = live.view(self.config)
+        fingerprint, seq = self._cursor
+        return RoundInput(
+            snapshot=live.snapshot(),
+            view_tokens=view.tokens,
+            view_items=len(view),
+            caps=live.caps,
+            latest=live.results[-1] if live.results else None,
+            checkpoint=next((r.checkpoint for r in reversed(live.results) if r.checkpoint is not None), None),
+            cursor=seq if fingerprint == config.fingerprint() else 0,
+        )
+
+    def _deps(self) -> Deps:
+        return Deps(counter=self.counter, new_id=new_message_id, now=utc_now)
+
+    def _absorb(self, run: Any, config: CompactConfig | None) -> CompactResult:
+        """Run a round and fold what it wrote; after a failure, catch up from the store instead."""
+        try:
+            outcome: RoundOutcome = run()
+        except BaseException:
+            self._sync(force=True)
+            raise
+        return self._fold_round(outcome, config)
+
+    def _fold_round(self, outcome: RoundOutcome, config: CompactConfig | None) -> CompactResult:
+        for step in outcome.written:
+            self._fold(step.versioned(), step.bodies, step.token)
+        if config is not None and outcome.cursor is not None:
+            self._cursor = (config.fingerprint(), outcome.cursor)
+        return outcome.result
+
+    def _write(self, events: Sequence[Event], bodies: dict[str, NewBody] | None = None) -> int:
+        """Commit events to this session and fold them; returns the new version."""
+        live = self._live
+        try:
+            (done,) = self.events.commit([SessionWrite(self.session_id, live.version, events, bodies or {})])
+        except ConflictError:
+            self._sync(force=True)
+            raise
+        stored = {
+            message_id: StoredBody(body.message, done.reused.get(message_id, body.tokens))
+            for message_id, body in (bodies or {}).items()
+        }
+        self._fold(enumerate(events, start=live.version + 1), stored, done.token)
+        return done.version
+
+    def _fold(
+        self, events: Iterable[tuple[int, Event]], bodies: dict[str, StoredBody] | Any, token: Hashable
+    ) -> None:
+        """Fold events this transcript wrote; the store was at this session's version when they committed,
+        so nothing of it is unseen as of `token`. Events already folded (a catch-up meanwhile) are skipped."""
+        live = self._live
+        caught_up = True
+        for version, event in events:
+            if version <= live.version:
+                continue
+            if version != live.version + 1:
+                caught_up = False
+                break
+            live.apply(version, event, bodies)
+        if caught_up:
+            self._seen = token
+        else:
+            self._sync(force=True)
+
+    def _load(self) -> None:
+        loaded = self.events.load(self.session_id)
+        live = self._live
+        live.load(loaded.bodies)
+        for version, event in loaded.events:
+            live.apply(version, event, {})
+        live.version = loaded.version
+        self._seen = self.events.change_token()
+
+    def _sync(self, *, force: bool = False) -> None:
+        token = self.events.change_token()
+        if token == self._seen and not force:
+            return
+        events, bodies = self.events.read_since(self.session_id, self._live.version)
+        for version, event in events:
+            self._live.apply(version, event, bodies)
+        self._seen = token
+
+
+def live_session(transcript: Transcript) -> LiveSession:
+    """The fold behind a transcript, for this package's replay tools (simulate reads its digests)."""
+    transcript._sync()
+    return transcript._live

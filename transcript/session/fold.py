@@ -1,0 +1,236 @@
+"""The fold of a session's log: its in-memory state, kept current event by event.
+
+A live process reads the whole session once and then folds only what is new — what other writers
+committed, and what it wrote itself — so the cost of a turn does not grow with the session's length:
+an append adds one entry and renders one message; a mark replaces one entry and re-renders one
+message (`transcript.session.incremental`). Replay folds a log the same way. This module does no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import msgspec
+
+from planner.config import CompactConfig
+from projection.caps import NEUTRAL, ProviderCaps
+from projection.digest import digest_view
+from projection.view import View
+from transcript.model import (
+    CapsSet,
+    CompactionRecorded,
+    Entry,
+    Event,
+    Message,
+    MessageAppended,
+    MessageMarked,
+    ToolCall,
+    ToolResult,
+    TranscriptSnapshot,
+    ViewServed,
+    apply_mark,
+)
+from transcript.model.errors import InvalidMessage, StoreCorrupted
+from transcript.model.result import CompactResult
+from transcript.session.incremental import LiveView
+
+
+class LiveSession:
+    """Entries in `seq` order, an index by message id, the calls still pending, and the live view."""
+
+    def __init__(self, session_id: str, tokenizer: str, caps: ProviderCaps = NEUTRAL) -> None:
+        self.session_id = session_id
+        self.tokenizer = tokenizer
+        self.version = 0
+        self.entries: list[Entry] = []
+        self.positions: dict[str, int] = {}
+        self.pending: dict[str, str] = {}
+        self.step_starts: list[int] = []
+        self.turn_starts: list[int] = []
+        self.rendered = LiveView(caps)
+        self.results: list[CompactResult] = []
+        self.served: list[str] = []
+        self.served_version = 0
+        self.stored_tokens = 0
+
+    def add(self, message: Message, tokens: tuple[int, ...]) -> Entry:
+        """Append one message at the next `seq`."""
+        entry = Entry(seq=len(self.entries), message=message, tokens=tokens)
+        self.positions[message.id] = entry.seq
+        self.entries.append(entry)
+        self.stored_tokens += entry.token_count
+        self.pending = _pending_after(self.pending, message)
+        if message.role == "assistant":
+            self.step_starts.append(entry.seq)
+        elif message.role == "user" and message.kind == "message":
+            self.turn_starts.append(entry.seq)
+        self.rendered.appended(entry)
+        return entry
+
+    def load(self, bodies: Sequence[tuple[Message, tuple[int, ...]]]) -> None:
+        """Start from a whole history read at once (a cold open): one pass, no per-message events."""
+        if self.entries:
+            raise ValueError("load() starts an empty live session")
+        self.entries = [
+            Entry(seq=seq, message=message, tokens=tokens) for seq, (message, tokens) in enumerate(bodies)
+        ]
+        self.positions = {entry.message.id: entry.seq for entry in self.entries}
+        self.stored_tokens = sum(entry.token_count for entry in self.entries)
+        for entry in self.entries:
+            message = entry.message
+            if message.role == "assistant":
+                self.step_starts.append(entry.seq)
+            elif message.role == "user" and message.kind == "message":
+                self.turn_starts.append(entry.seq)
+        tail = self.entries[self.step_starts[-1] :] if self.step_starts else []
+        for entry in tail:
+            self.pending = _pending_after(self.pending, entry.message)
+        self.rendered.reset()
+
+    def mark(self, mark: MessageMarked) -> None:
+        """Apply one mark event to the flags of its message."""
+        position = self.positions.get(mark.message_id)
+        if position is None:
+            return
+        before = self.entries[position]
+        flags = apply_mark(before.flags, mark)
+        if flags != before.flags:
+            after = msgspec.structs.replace(before, flags=flags)
+            self.entries[position] = after
+            self.rendered.marked(before, after)
+
+    def apply(
+        self, version: int, event: Event, bodies: Mapping[str, tuple[Message, tuple[int, ...]]]
+    ) -> None:
+        """Apply one event read from the log (`bodies` holds the bodies its appends refer to)."""
+        if isinstance(event, MessageAppended):
+            message, tokens = bodies[event.message_id]
+            if event.seq != len(self.entries):
+                raise StoreCorrupted(
+                    f"session {self.session_id!r}: event {version} appends seq {event.seq}, "
+                    f"expected {len(self.entries)} (run `transcript verify`)"
+                )
+            self.add(message, tokens)
+        elif isinstance(event, MessageMarked):
+            self.mark(event)
+        elif isinstance(event, CompactionRecorded):
+            self.record(version, event.result)
+        elif isinstance(event, CapsSet):
+            self.rendered.set_caps(event.caps)
+        elif isinstance(event, ViewServed):
+            apply_served(self.served, event)
+            self.served_version = version
+        self.version = version
+
+    def record(self, version: int, result: CompactResult) -> None:
+        """A round's result record: it carries its event's version, and supersedes an earlier record of
+        the same round (a round records its micro step, then its full step)."""
+        result = msgspec.structs.replace(result, version=version)
+        results = self.results
+        if result.round_id and results and results[-1].round_id == result.round_id:
+            results[-1] = result
+        else:
+            results.append(result)
+
+    @property
+    def caps(self) -> ProviderCaps:
+        """The provider capabilities the view renders with."""
+        return self.rendered.caps
+
+    def view_digests(self, view: View) -> list[str]:
+        """The per-message digests of `view` (the current view), hashing only what changed."""
+        if view.source in ("persisted", "canonical"):
+            self.rendered.digest()
+            return list(self.rendered.digests())
+        return list(digest_view(view.messages)[1])
+
+    def served_record(self, view: View) -> ViewServed:
+        """The record of serving `view` now: its hash and the digests changed since the last record."""
+        if view.source in ("persisted", "canonical"):
+            view_hash, length, changed = self.rendered.digest()
+            if changed is None or self.served_version != self.rendered.recorded_at:
+                changed = _changed(self.rendered.digests(), self.served)
+        else:
+            view_hash, all_digests = digest_view(view.messages)
+            length = len(all_digests)
+            changed = _changed(all_digests, self.served)
+        return ViewServed(
+            view_hash=view_hash, length=length, tokens=view.tokens, source=view.source, changed=tuple(changed)
+        )
+
+    def view(self, config: CompactConfig) -> View:
+        """The model view (SPEC §5), kept incrementally; `config` is used only to rebuild a broken one."""
+        return self.rendered.view(self.entries, tuple(self.pending), self.snapshot, config)
+
+    def snapshot(self) -> TranscriptSnapshot:
+        """The planner's input: every entry at the current version."""
+        return TranscriptSnapshot(
+            session_id=self.session_id,
+            version=self.version,
+            entries=tuple(self.entries),
+            tokenizer=self.tokenizer,
+            step_starts=tuple(self.step_starts),
+            turn_starts=tuple(self.turn_starts),
+        )
+
+    def check_order(self, messages: Iterable[Message]) -> None:
+        """Refuse a batch that would leave a tool result without its call, or a call without its result.
+
+        Calls may stay pending only at the end (the loop is mid-step); anything else appended while
+        calls are pending would give providers an invalid history.
+        """
+        pending = dict(self.pending)
+        for message in messages:
+            if message.role == "tool":
+                for result in message.tool_results:
+                    if result.call_id not in pending:
+                        raise InvalidMessage(
+                            f"message {message.id!r}: tool result answers call {result.call_id!r}, which is "
+                            f"not pending (pending: {_names(pending)})"
+                        )
+                    del pending[result.call_id]
+            elif message.kind != "summary" and pending:
+                raise InvalidMessage(
+                    f"message {message.id!r}: tool calls {_names(pending)} are still unanswered; append "
+                    "their results first (or call repair_interrupted() after a crash)"
+                )
+            else:
+                pending = _pending_after(pending, message)
+
+
+def _pending_after(pending: dict[str, str], message: Message) -> dict[str, str]:
+    """The calls still pending after `message` (a new dict; `pending` is left as it was)."""
+    role = message.role
+    if role == "assistant":
+        return {part.id: part.name for part in message.parts if isinstance(part, ToolCall)}
+    if role == "tool":
+        if not pending:
+            return pending
+        remaining = dict(pending)
+        for part in message.parts:
+            if isinstance(part, ToolResult):
+                remaining.pop(part.call_id, None)
+        return remaining
+    if message.kind == "summary" or not pending:
+        return pending
+    return {}
+
+
+def _names(pending: Mapping[str, str]) -> str:
+    return ", ".join(repr(call_id) for call_id in pending) or "none"
+
+
+def apply_served(served: list[str], record: ViewServed) -> None:
+    """The digests of the last served view, after one more record (in place)."""
+    del served[record.length :]
+    for position, digest in record.changed:
+        if position < len(served):
+            served[position] = digest
+        else:
+            served.extend([""] * (position - len(served)))
+            served.append(digest)
+
+
+def _changed(digests: Sequence[str], served: Sequence[str]) -> list[tuple[int, str]]:
+    """Positions whose digest differs from the last served view (a full comparison)."""
+    return [(i, d) for i, d in enumerate(digests) if i >= len(served) or served[i] != d]

@@ -1,0 +1,233 @@
+"""Replay: the model view at any point of a session, rebuilt from its event log alone.
+
+The log is folded event by event into a fresh live session — the same incremental machinery a live
+process uses — and the view is taken where the user asks. Two kinds of points matter: `model-call`
+(the view just before an assistant message was appended: what the model saw when it wrote it) and
+`compact` (the view just after a compaction round). Served-view records are checked against the view
+rebuilt at their point, naming the first message that drifted.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+from planner.config import CompactConfig
+from projection.digest import digest_view
+from projection.view import View
+from transcript.model.errors import SessionNotFound, TranscriptError
+from transcript.model.events import CompactionRecorded, MessageAppended, MessageMarked, ViewServed
+from transcript.model.result import CompactResult
+from transcript.session.fold import LiveSession, apply_served
+from transcript.store.port import EventStore, LogRecord, StoredBody
+
+PointKind: TypeAlias = Literal["model-call", "compact"]
+
+
+class Point(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One row of a session's timeline: a point, its view's size, and what changed there."""
+
+    point: int
+    kind: PointKind
+    messages: int
+    view_tokens: int
+    stored_tokens: int
+    change: str = ""
+    result: CompactResult | None = None
+
+
+class Drift(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A served-view record that the log no longer renders: where, and the first message that differs."""
+
+    point: int
+    position: int | None = None
+    message_id: str | None = None
+    detail: str
+
+
+class ServedCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """How many served-view records were re-rendered, and every one that drifted."""
+
+    verified: int
+    drifts: tuple[Drift, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when every recorded view renders again exactly."""
+        return not self.drifts
+
+
+class Replayer:
+    """Folds one session's log, stopping at points to look at the view."""
+
+    def __init__(self, store: EventStore, session_id: str, *, until: int | None = None) -> None:
+        self.session_id = session_id
+        self.records, self.bodies = store.read_log(session_id, until)
+        if not self.records and until is None:
+            raise SessionNotFound(f"no session {session_id!r} in {store.path}")
+        self.live = LiveSession(session_id, "")
+        self.config = CompactConfig()
+        self._excluded: list[int] = []
+        self._summary: tuple[int, str | None] | None = None
+
+    @property
+    def head(self) -> int:
+        """The last version of the log read."""
+        return self.records[-1].version if self.records else 0
+
+    def view(self) -> View:
+        """The view at the current point of the fold."""
+        return self.live.view(self.config)
+
+    def opens_call(self, record: LogRecord) -> bool:
+        """Whether this event appends an assistant message: the state before it is a model call."""
+        event = record.event
+        return isinstance(event, MessageAppended) and self._body(event).message.role == "assistant"
+
+    def apply(self, record: LogRecord) -> None:
+        """Fold one more event."""
+        event = record.event
+        if isinstance(event, MessageAppended):
+            body = self._body(event)
+            self.live.apply(record.version, event, {event.message_id: body})
+            if body.message.kind == "summary":
+                anchor = body.message.anchor
+                self._summary = (event.seq, self._seq_of(anchor) if anchor else None)
+        else:
+            if isinstance(event, MessageMarked) and event.excluded:
+                seq = self._seq_of(event.message_id)
+                if seq is not None:
+                    self._excluded.append(int(seq))
+            self.live.apply(record.version, event, {})
+
+    def _seq_of(self, message_id: str) -> str | None:
+        position = self.live.positions.get(message_id)
+        return None if position is None else str(position)
+
+    def full_change(self) -> str:
+        """What the full compaction folded since the last call said: excluded range, summary, anchor."""
+        parts = []
+        if self._excluded:
+            low, high = min(self._excluded), max(self._excluded)
+            parts.append(f"seq {low}–{high} excluded" if low != high else f"seq {low} excluded")
+        if self._summary is not None:
+            seq, anchor = self._summary
+            parts.append(f"summary (seq {seq})" + (f" anchored before seq {anchor}" if anchor else ""))
+        self._excluded, self._summary = [], None
+        return ", ".join(parts)
+
+    def _body(self, event: MessageAppended) -> StoredBody:
+        body = self.bodies.get(event.message_id)
+        if body is None:
+            raise TranscriptError(f"the log appends {event.message_id!r} but no body is stored for it")
+        return body
+
+    def point(self, kind: PointKind, change: str = "", result: CompactResult | None = None) -> Point:
+        view = self.view()
+        return Point(
+            point=self.live.version,
+            kind=kind,
+            messages=len(view),
+            view_tokens=view.tokens,
+            stored_tokens=self.live.stored_tokens,
+            change=change,
+            result=result,
+        )
+
+    def finish(self) -> None:
+        """Fold the whole log read."""
+        for record in self.records:
+            self.apply(record)
+
+
+def timeline(store: EventStore, session_id: str) -> list[Point]:
+    """Every model-call and compact point of a session, in order."""
+    replayer = Replayer(store, session_id)
+    points: list[Point] = []
+    for record in replayer.records:
+        if replayer.opens_call(record):
+            points.append(replayer.point("model-call", _since(points, replayer)))
+        replayer.apply(record)
+        if isinstance(record.event, CompactionRecorded):
+            result = msgspec.structs.replace(record.event.result, version=record.version)
+            change = describe(result)
+            if result.strategy and result.strategy != "tool-result-micro":
+                change = f"{result.strategy}: {replayer.full_change()} ({-result.saved_tokens:+,} tok)"
+            point = replayer.point("compact", change, result)
+            last = points[-1] if points else None
+            if last and last.result and result.round_id and last.result.round_id == result.round_id:
+                points[-1] = point  # the round's later record (its full step) supersedes the earlier one
+            else:
+                points.append(point)
+    return points
+
+
+def _since(points: list[Point], replayer: Replayer) -> str:
+    previous = next((p for p in reversed(points) if p.kind == "model-call"), None)
+    if previous is None:
+        return ""
+    appended = replayer.point("model-call").messages - previous.messages
+    return f"{appended:+d} messages since the last call" if appended else ""
+
+
+def describe(result: CompactResult) -> str:
+    """One line saying what a compaction round changed."""
+    saved = result.tokens_before - result.tokens_after
+    if result.strategy == "tool-result-micro":
+        return f"{result.strategy}: {result.compacted_count} results truncated ({-saved:+,} tok)"
+    if result.strategy:
+        detail = f"{result.strategy}: {result.delta_count} messages summarized ({-saved:+,} tok)"
+        if result.fallback_used:
+            detail += ", local summary"
+        return detail
+    return f"{result.outcome}: {result.reason}"
+
+
+def view_at(store: EventStore, session_id: str, point: int | Literal["last"]) -> View:
+    """The view at one point: after every event up to and including version `point`."""
+    until = None if point == "last" else point
+    replayer = Replayer(store, session_id, until=until)
+    if until is not None and replayer.head < until:
+        raise TranscriptError(f"session {session_id!r} has no point {point} (its last is {replayer.head})")
+    replayer.finish()
+    return replayer.view()
+
+
+def check_served(store: EventStore, session_id: str) -> ServedCheck:
+    """Re-render the view at every served-view record and compare it with what was recorded."""
+    replayer = Replayer(store, session_id)
+    served: list[str] = []
+    verified = 0
+    drifts: list[Drift] = []
+    for record in replayer.records:
+        event = record.event
+        if not isinstance(event, ViewServed):
+            replayer.apply(record)
+            continue
+        apply_served(served, event)
+        verified += 1
+        view = replayer.view()
+        view_hash, digests = digest_view(view.messages)
+        if view_hash != event.view_hash or event.length != len(digests):
+            drifts.append(_first_drift(record.version, view, digests, served, event))
+        replayer.apply(record)
+    return ServedCheck(verified=verified, drifts=tuple(drifts))
+
+
+def _first_drift(
+    version: int, view: View, digests: tuple[str, ...], served: list[str], event: ViewServed
+) -> Drift:
+    for position, (now, then) in enumerate(zip(digests, served, strict=False)):
+        if now != then:
+            message = view.messages[position]
+            return Drift(
+                point=version,
+                position=position,
+                message_id=message.id,
+                detail=f"message {position} ({message.id}) renders differently than when it was served",
+            )
+    return Drift(
+        point=version,
+        detail=f"the view now has {len(digests)} messages; {event.length} were served",
+    )

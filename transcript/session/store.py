@@ -1,0 +1,131 @@
+"""`Store`: one transcript file, many sessions — what an agent loop opens.
+
+It sits above the event store's port: it opens a backend (a SQLite file), hands out one `Transcript`
+per session, and offers what spans sessions — import, export and restore of a session's state, fork.
+Writes of marks and compaction records (restore, fork) go through `mutate`, the single mutator.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mutate.copy import fork_session, restore_session
+from transcript.model.errors import SessionNotFound
+from transcript.model.state import SessionState
+from transcript.session.facade import Transcript, check_session_id
+from transcript.session.importing import ImportReport, import_file
+from transcript.store.connection import default_path
+from transcript.store.port import EventStore, SessionInfo
+from transcript.store.sqlite import SqliteEventStore
+from transcript.tokens import CL100K, TokenCounter, get_counter
+
+
+class Store:
+    """An open transcript file. Use `Store.open()`; one `Store` per thread."""
+
+    def __init__(self, events: EventStore, *, tokenizer: str = CL100K) -> None:
+        self.events = events
+        self.tokenizer = tokenizer
+        self._counter: TokenCounter | None = None
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path | None = None,
+        *,
+        readonly: bool = False,
+        timeout: float = 5.0,
+        synchronous: str = "FULL",
+        tokenizer: str = CL100K,
+    ) -> Store:
+        """Open (and, unless read-only, create or migrate) a store.
+
+        `path` defaults to `$TRANSCRIPT_DB` or `./transcript.db`; `":memory:"` is a private in-memory
+        store. `synchronous="FULL"` makes every committed turn survive power loss; `"NORMAL"` trades
+        that for speed. `timeout` is how long a writer waits for another's lock before `StoreLocked`.
+        `tokenizer` is `cl100k_base` (exact) or `chars/4` (an estimate, only when asked for).
+        """
+        get_counter(tokenizer)
+        target = str(path) if path is not None else default_path()
+        backend = SqliteEventStore.open(target, readonly=readonly, timeout=timeout, synchronous=synchronous)
+        return cls(backend, tokenizer=tokenizer)
+
+    @property
+    def path(self) -> str:
+        """Where the store lives (a file path, or `:memory:`)."""
+        return self.events.path
+
+    @property
+    def readonly(self) -> bool:
+        """Whether this store was opened read-only."""
+        return self.events.readonly
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter of this store's tokenizer (it loads its data on first use)."""
+        if self._counter is None:
+            self._counter = get_counter(self.tokenizer)
+        return self._counter
+
+    def close(self) -> None:
+        """Close the file. Committed work is already durable; nothing else is pending."""
+        self.events.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.readonly else "read-write"
+        return f"<Store {self.path!r} {mode}>"
+
+    def sessions(self) -> list[SessionInfo]:
+        """Every session in the file, by id, with its message count and version."""
+        return self.events.sessions()
+
+    def head(self, session_id: str) -> tuple[int, str]:
+        """The session's latest version and event hash (0 and the genesis hash when empty)."""
+        return self.events.head(session_id)
+
+    def has_session(self, session_id: str) -> bool:
+        """Whether the file holds any event of this session."""
+        return self.head(session_id)[0] > 0
+
+    def session(self, session_id: str, *, create: bool = True, **settings: Any) -> Transcript:
+        """The `Transcript` of one session (created by its first append unless `create=False`).
+
+        `settings` go to `Transcript` (`config`, `summarizer`, `reinject`, `provider`).
+        """
+        check_session_id(session_id)
+        if (not create or self.readonly) and not self.has_session(session_id):
+            raise SessionNotFound(f"no session {session_id!r} in {self.path}")
+        return Transcript(self.events, session_id, tokenizer=self.tokenizer, **settings)
+
+    def import_file(self, path: str | Path, format: str = "auto") -> ImportReport:
+        """Import a recorded session file (all its sessions in one transaction); see `transcript.formats`."""
+        return import_file(self.events, self.counter, path, format)
+
+    def restore(self, state: SessionState, *, session_id: str | None = None, **settings: Any) -> Transcript:
+        """Rebuild an exported session (`Transcript.export_state()`) in this file, in one transaction.
+
+        The session must not exist yet; its view is the exported one, byte for byte.
+        """
+        return self.session(restore_session(self.events, state, session_id), **settings)
+
+    def fork(
+        self, session_id: str, *, at: int | str = "last", new_session_id: str | None = None, **settings: Any
+    ) -> Transcript:
+        """A new session that starts as `session_id` was at point `at` ("last" or a version).
+
+        Bodies are shared, the parent's marks up to that point are copied, and the fork's own
+        compactions never touch the parent. `new_session_id` defaults to `<parent>@<point>`.
+        """
+        point = None if at == "last" else int(at)
+        head = self.head(session_id)[0]
+        if head == 0:
+            raise SessionNotFound(f"no session {session_id!r} in {self.path}")
+        target = new_session_id or f"{session_id}@{point if point is not None else head}"
+        return self.session(fork_session(self.events, session_id, point, target), **settings)

@@ -1,0 +1,158 @@
+"""The event store's port: what every backend offers, in the library's own types.
+
+A backend (SQLite today, PostgreSQL later) stores bodies once and appends hash-chained events to
+per-session logs. It has one way to write, `commit`: for each session, the version it expects, the
+events to append and the bodies they need, all in one transaction, checked with optimistic
+concurrency — the loser of a race gets `ConflictError` and nothing of its write is stored. Marks,
+summaries and compaction records are accepted only with the mutator's writer capability
+(`transcript.store.writer`). No `sqlite3` type crosses this port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import NamedTuple, Protocol
+
+import msgspec
+
+from transcript.model.errors import WriteRefused
+from transcript.model.events import CompactionRecorded, Event, MessageAppended, MessageMarked
+from transcript.model.message import Message
+
+
+class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A session of the store: its id, how many messages its history holds, its version."""
+
+    session_id: str
+    messages: int
+    version: int
+
+
+class NewBody(NamedTuple):
+    """A checked body, ready to store: the value, its canonical bytes, content hash and counts."""
+
+    message: Message
+    data: bytes
+    hash: str
+    tokens: tuple[int, ...]
+    tokenizer: str
+
+
+class SessionWrite(NamedTuple):
+    """Events to append to one session, the version it must be at, and the bodies its appends need."""
+
+    session_id: str
+    expected_version: int
+    events: Sequence[Event]
+    bodies: Mapping[str, NewBody]
+
+
+class Committed(NamedTuple):
+    """What one session's write became: its events got versions `expected + 1` to `version`.
+
+    `reused` holds the stored counts of appended bodies the store already had (a fork, a re-import),
+    which the caller folds instead of its own. `token` is the store's change token as of this
+    commit: a reader that folded this write itself has seen everything up to it.
+    """
+
+    session_id: str
+    version: int
+    recorded_at: str
+    reused: Mapping[str, tuple[int, ...]]
+    token: Hashable
+
+
+class StoredBody(NamedTuple):
+    """A body as read back: the message and the per-part counts stored with it."""
+
+    message: Message
+    tokens: tuple[int, ...]
+
+
+class LogRecord(NamedTuple):
+    """One event of a session's log as stored: its version, when it was recorded, what it says."""
+
+    version: int
+    recorded_at: str
+    event: Event
+
+
+class LoadedSession(NamedTuple):
+    """A whole session read in one snapshot: its version, history bodies in order, other events."""
+
+    version: int
+    bodies: list[StoredBody]
+    events: list[tuple[int, Event]]
+
+
+class EventStore(Protocol):
+    """What a backend offers: one write (`commit`), and the reads a session and its tools need."""
+
+    path: str
+    readonly: bool
+
+    def commit(self, writes: Sequence[SessionWrite], *, writer: object = None) -> list[Committed]:
+        """Append each write's events in one transaction: all of them are stored, or none."""
+        ...
+
+    def head(self, session_id: str) -> tuple[int, str]:
+        """The session's latest version and event hash (0 and the genesis hash when empty)."""
+        ...
+
+    def sessions(self) -> list[SessionInfo]:
+        """Every session in the store, by id."""
+        ...
+
+    def load(self, session_id: str) -> LoadedSession:
+        """The whole session, read in one consistent snapshot."""
+        ...
+
+    def read_since(
+        self, session_id: str, version: int
+    ) -> tuple[list[tuple[int, Event]], dict[str, StoredBody]]:
+        """Events after `version`, and the bodies their appends refer to."""
+        ...
+
+    def read_log(
+        self, session_id: str, until: int | None = None
+    ) -> tuple[list[LogRecord], dict[str, StoredBody]]:
+        """The session's log up to version `until` (all of it by default), with the bodies it appends."""
+        ...
+
+    def tokenizers(self, message_ids: Sequence[str]) -> dict[str, str]:
+        """Which tokenizer counted each of these bodies."""
+        ...
+
+    def change_token(self) -> Hashable:
+        """A value that changes whenever anything may have been committed since it was last read."""
+        ...
+
+    def close(self) -> None:
+        """Release the backend's resources; committed work is already durable."""
+        ...
+
+
+def is_mutator_event(event: Event, bodies: Mapping[str, NewBody]) -> bool:
+    """Whether only the mutator may write this event: a mark, a compaction record, a summary append.
+
+    An append whose body is not given counts as one too: without the body nobody can tell it is not a
+    summary (only the mutator's copies of a log append bodies the store already holds).
+    """
+    if isinstance(event, (MessageMarked, CompactionRecorded)):
+        return True
+    if isinstance(event, MessageAppended):
+        body = bodies.get(event.message_id)
+        return body is None or body.message.kind == "summary"
+    return False
+
+
+def refuse_mutator_events(writes: Sequence[SessionWrite]) -> None:
+    """Raise `WriteRefused` when a write without the writer capability holds a mutator event."""
+    for write in writes:
+        for event in write.events:
+            if is_mutator_event(event, write.bodies):
+                raise WriteRefused(
+                    f"session {write.session_id!r}: a {event.kind} event is written only through the "
+                    "mutator's writer capability (transcript.store.writer, which mutate alone holds); "
+                    "nothing was written"
+                )

@@ -1,0 +1,351 @@
+"""The SQLite backend of the event store: one file, many sessions, nothing ever rewritten.
+
+Bodies are stored once (canonical JSON + content hash + per-part token counts) and shared by every
+session that holds them; a session is its hash-chained event log, whose append events carry the
+`seq -> message_id` history. Every commit is one `BEGIN IMMEDIATE` transaction that first checks each
+session's head against the version the writer expects (optimistic concurrency): the loser of a race
+gets `ConflictError` and nothing of its write is stored.
+"""
+
+from __future__ import annotations
+
+import gc
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from transcript.model.codec import MESSAGE_DECODER, decode_message
+from transcript.model.errors import (
+    ConflictError,
+    DuplicateMessage,
+    SchemaError,
+    StoreReadOnly,
+    TranscriptError,
+)
+from transcript.model.events import EVENT_DECODER, EVENT_ENCODER, Event, MessageAppended
+from transcript.model.hashing import GENESIS, event_hash
+from transcript.store import connection, schema
+from transcript.store.port import (
+    Committed,
+    LoadedSession,
+    LogRecord,
+    NewBody,
+    SessionInfo,
+    SessionWrite,
+    StoredBody,
+    refuse_mutator_events,
+)
+from transcript.store.writer import is_writer
+
+_TOKENS_ENCODER: Final = msgspec.json.Encoder()
+_TOKENS_DECODER: Final = msgspec.json.Decoder(tuple[int, ...])
+_IN_CHUNK: Final = 500
+SYNC_MODES: Final = ("FULL", "EXTRA", "NORMAL", "OFF")
+
+
+class SqliteEventStore:
+    """An open store file. Use `SqliteEventStore.open()`; one per thread.
+
+    `connection` is the raw `sqlite3` connection, for tools that read the file as SQL (tests, crash
+    probes); nothing above the store uses it.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: str, *, readonly: bool) -> None:
+        self.connection = conn
+        self.path = path
+        self.readonly = readonly
+        self._local_writes = 0
+
+    @classmethod
+    def open(
+        cls, path: str | Path, *, readonly: bool = False, timeout: float = 5.0, synchronous: str = "FULL"
+    ) -> SqliteEventStore:
+        """Open (and, unless read-only, create or migrate) a store file; `":memory:"` is private."""
+        sync = synchronous.upper() if isinstance(synchronous, str) else synchronous
+        if sync not in SYNC_MODES:
+            raise ValueError(f"synchronous must be one of {', '.join(SYNC_MODES)}, not {synchronous!r}")
+        target = str(path)
+        conn = connection.connect(target, readonly=readonly, timeout=timeout, synchronous=sync)
+        try:
+            with connection.translated(f"opening {target}"):
+                if schema.check(conn, can_migrate=not readonly):
+                    schema.migrate(conn)
+                if not readonly and target != connection.MEMORY:
+                    conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, target, readonly=readonly)
+
+    def close(self) -> None:
+        """Close the connection. Committed work is already durable; nothing else is pending."""
+        self.connection.close()
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.readonly else "read-write"
+        return f"<SqliteEventStore {self.path!r} {mode}>"
+
+    # Reads.
+
+    def sessions(self) -> list[SessionInfo]:
+        """Every session in the file, by id, with its message count and version."""
+        with connection.translated("listing sessions"):
+            rows = self.connection.execute(
+                "SELECT session_id, max(version), count(seq) FROM events "
+                "GROUP BY session_id ORDER BY session_id"
+            ).fetchall()
+        return [SessionInfo(session_id=sid, messages=count, version=version) for sid, version, count in rows]
+
+    def head(self, session_id: str) -> tuple[int, str]:
+        """The session's latest version and event hash (0 and the genesis hash when empty)."""
+        with connection.translated(f"reading session {session_id!r}"):
+            row = self.connection.execute(
+                "SELECT version, hash FROM events WHERE session_id = ? ORDER BY version DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+        return (row[0], row[1]) if row else (0, GENESIS)
+
+    def change_token(self) -> tuple[int, int]:
+        """Changes whenever anything may have been committed to the file since it was last read."""
+        with connection.translated("checking for changes"):
+            (data_version,) = self.connection.execute("PRAGMA data_version").fetchone()
+        return data_version, self._local_writes
+
+    def load(self, session_id: str) -> LoadedSession:
+        """The whole session, read in one consistent snapshot."""
+        with connection.translated(f"loading session {session_id!r}"), _ReadSnapshot(self.connection):
+            version = self.head(session_id)[0]
+            rows = self.connection.execute(
+                "SELECT b.body, b.tokens FROM events AS e JOIN bodies AS b ON b.message_id = e.message_id "
+                "WHERE e.session_id = ? AND e.kind = 'message_appended' ORDER BY e.version",
+                (session_id,),
+            )
+            bodies = _decode_bodies(rows)
+            events = _decode_events(
+                self.connection.execute(
+                    "SELECT version, payload FROM events WHERE session_id = ? AND kind <> 'message_appended' "
+                    "ORDER BY version",
+                    (session_id,),
+                )
+            )
+        return LoadedSession(version, bodies, events)
+
+    def read_since(
+        self, session_id: str, version: int
+    ) -> tuple[list[tuple[int, Event]], dict[str, StoredBody]]:
+        """Events after `version`, and the bodies their appends refer to."""
+        with connection.translated(f"reading session {session_id!r}"), _ReadSnapshot(self.connection):
+            events = _decode_events(
+                self.connection.execute(
+                    "SELECT version, payload FROM events "
+                    "WHERE session_id = ? AND version > ? ORDER BY version",
+                    (session_id, version),
+                )
+            )
+            ids = [event.message_id for _, event in events if isinstance(event, MessageAppended)]
+            bodies = self._read_bodies(ids)
+        return events, bodies
+
+    def read_log(
+        self, session_id: str, until: int | None = None
+    ) -> tuple[list[LogRecord], dict[str, StoredBody]]:
+        """The session's log up to version `until` (all of it by default), with the bodies it appends."""
+        limit = until if until is not None else 2**62
+        with connection.translated(f"reading session {session_id!r}"), _ReadSnapshot(self.connection):
+            records = [
+                LogRecord(version, recorded_at, _decode_event(version, payload))
+                for version, recorded_at, payload in self.connection.execute(
+                    "SELECT version, recorded_at, payload FROM events "
+                    "WHERE session_id = ? AND version <= ? ORDER BY version",
+                    (session_id, limit),
+                )
+            ]
+            ids = [r.event.message_id for r in records if isinstance(r.event, MessageAppended)]
+            bodies = self._read_bodies(ids)
+        return records, bodies
+
+    def tokenizers(self, message_ids: Sequence[str]) -> dict[str, str]:
+        """Which tokenizer counted each of these bodies."""
+        with connection.translated("reading bodies"):
+            return {
+                row[0]: row[1]
+                for row in self._select_in("SELECT message_id, tokenizer FROM bodies", message_ids)
+            }
+
+    def _read_bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:
+        return {
+            message_id: StoredBody(decode_message(body), _TOKENS_DECODER.decode(tokens))
+            for message_id, body, tokens in self._select_in(
+                "SELECT message_id, body, tokens FROM bodies", message_ids
+            )
+        }
+
+    def _select_in(self, select: str, message_ids: Sequence[str]) -> Iterator[tuple[Any, ...]]:
+        """Rows of `select ... WHERE message_id IN (...)`, in chunks that respect SQLite's variable limit."""
+        for start in range(0, len(message_ids), _IN_CHUNK):
+            chunk = message_ids[start : start + _IN_CHUNK]
+            yield from self.connection.execute(
+                f"{select} WHERE message_id IN ({','.join('?' * len(chunk))})", chunk
+            )
+
+    # The one write.
+
+    def commit(self, writes: Sequence[SessionWrite], *, writer: object = None) -> list[Committed]:
+        """Append each write's events in one transaction: all of them are stored, or none.
+
+        Each `MessageAppended` event (which is the history row: its `seq` and `message_id`) also
+        writes its body, from the write's bodies, unless the store already holds it. Raises
+        `ConflictError` when a session is not at its expected version, `DuplicateMessage` when an id
+        is stored with other content, `WriteRefused` for mutator events without the capability.
+        """
+        if not is_writer(writer):
+            refuse_mutator_events(writes)
+        if self.readonly:
+            raise StoreReadOnly(f"{self.path} is open read-only; nothing was written")
+        recorded_at = datetime.now(UTC).isoformat(timespec="microseconds")
+        with connection.translated("writing to the store"), _WriteTransaction(self.connection):
+            # Read under the write lock: no one else can commit until we do, and our own commit does
+            # not change it, so a session that folds this write itself is current at this token.
+            (data_version,) = self.connection.execute("PRAGMA data_version").fetchone()
+            results = [self._append_events(write, recorded_at) for write in writes]
+        self._local_writes += 1
+        token = (data_version, self._local_writes)
+        return [done._replace(token=token) for done in results]
+
+    def _append_events(self, write: SessionWrite, recorded_at: str) -> Committed:
+        session_id, expected_version, events, bodies = write
+        version, prev = self.head(session_id)
+        if version != expected_version:
+            raise ConflictError(
+                f"session {session_id!r} is at version {version}, this write expected "
+                f"{expected_version}; nothing was written (catch up and retry)"
+            )
+        appended = [event for event in events if isinstance(event, MessageAppended)]
+        reused = self._insert_bodies(appended, bodies) if appended else {}
+        rows = []
+        for event in events:
+            version += 1
+            payload = EVENT_ENCODER.encode(event)
+            prev = event_hash(prev, session_id, version, recorded_at, payload)
+            seq, message_id = (
+                (event.seq, event.message_id) if isinstance(event, MessageAppended) else (None, None)
+            )
+            rows.append((session_id, version, event.kind, seq, message_id, recorded_at, payload, prev))
+        try:
+            self.connection.executemany(
+                "INSERT INTO events (session_id, version, kind, seq, message_id, recorded_at, payload, hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        except sqlite3.IntegrityError as exc:
+            raise ConflictError(f"session {session_id!r} moved on while this write was made") from exc
+        return Committed(session_id, version, recorded_at, reused, None)
+
+    def _insert_bodies(
+        self, appended: list[MessageAppended], bodies: Mapping[str, NewBody]
+    ) -> dict[str, tuple[int, ...]]:
+        """Store each body once; returns the stored counts of bodies that were already there.
+
+        A body already stored (a fork, a re-import) must hold the same content; it is never rewritten.
+        """
+        ids = [event.message_id for event in appended]
+        stored = {
+            message_id: (stored_hash, tokens)
+            for message_id, stored_hash, tokens in self._select_in(
+                "SELECT message_id, hash, tokens FROM bodies", ids
+            )
+        }
+        rows = []
+        reused: dict[str, tuple[int, ...]] = {}
+        for event in appended:
+            if event.message_id in stored:
+                stored_hash, tokens = stored[event.message_id]
+                if stored_hash != event.body_hash:
+                    raise DuplicateMessage(
+                        f"message {event.message_id!r} is already stored with other content; message ids "
+                        "are unique in a store (nothing was written)"
+                    )
+                if tokens:
+                    reused[event.message_id] = _TOKENS_DECODER.decode(tokens)
+                continue
+            body = bodies.get(event.message_id)
+            if body is None or body.hash != event.body_hash:
+                raise TranscriptError(f"internal: no matching body for appended message {event.message_id!r}")
+            stored[event.message_id] = (body.hash, b"")
+            rows.append(
+                (event.message_id, body.hash, body.tokenizer, _TOKENS_ENCODER.encode(body.tokens), body.data)
+            )
+        self.connection.executemany(
+            "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body) VALUES (?, ?, ?, ?, ?)", rows
+        )
+        return reused
+
+
+def _decode_events(rows: Iterable[tuple[int, bytes]]) -> list[tuple[int, Event]]:
+    return [(version, _decode_event(version, payload)) for version, payload in rows]
+
+
+def _decode_bodies(rows: Iterable[tuple[bytes, bytes]]) -> list[StoredBody]:
+    """Decode a whole history's bodies and counts in one tight loop.
+
+    The garbage collector is paused meanwhile: the decoded values hold no reference cycles, and
+    pausing it saves collections that would traverse the growing list again and again.
+    """
+    message, tokens = MESSAGE_DECODER.decode, _TOKENS_DECODER.decode
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return [StoredBody(message(body), tokens(counts)) for body, counts in rows]
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _decode_event(version: int, payload: bytes) -> Event:
+    try:
+        return EVENT_DECODER.decode(payload)
+    except msgspec.ValidationError as exc:
+        raise SchemaError(
+            f"event {version} cannot be read ({exc}); it was probably written by a newer transcript-store"
+        ) from exc
+
+
+class _WriteTransaction:
+    """`BEGIN IMMEDIATE` ... `COMMIT`, rolled back on any exception."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        if exc_type is None:
+            try:
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        else:
+            self._rollback()
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+
+class _ReadSnapshot(_WriteTransaction):
+    """A deferred read transaction: every statement inside sees the same committed state."""
+
+    def __enter__(self) -> None:
+        self._began = not self._conn.in_transaction
+        if self._began:
+            self._conn.execute("BEGIN")
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        if self._began:
+            self._rollback()
