@@ -23,8 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from synthetic import SyntheticSession  # noqa: E402
 
-from mutate import micro_compact  # noqa: E402
-from planner import CompactConfig, plan_micro  # noqa: E402
+from planner import CompactConfig  # noqa: E402
 from transcript import Message, Store, ToolCall, Transcript  # noqa: E402
 
 K = 10
@@ -45,6 +44,7 @@ def measure(path: Path, size: int, repeats: int) -> tuple[float, float, list[int
     for turn in SyntheticSession(seed=7).messages(size):
         t.append_turn(turn)
     config = CompactConfig()
+    micro_only = CompactConfig(full_compact_enabled=False)
     _steps(t, 0, 3, 100)
     t.compact(budget_tokens=1, config=config, manual=True)  # everything eligible now is truncated
     rounds, views, truncated = [], [], []
@@ -54,10 +54,7 @@ def measure(path: Path, size: int, repeats: int) -> tuple[float, float, list[int
         _steps(t, base + K, 3, 100)
         t.visible_messages()
         start = time.perf_counter()
-        snapshot = t.messages()
-        plan = plan_micro(snapshot, config, since=t.micro_cursor(config))
-        done = micro_compact(t, plan)
-        t.advance_micro_cursor(config, plan.scanned_to)
+        done = t.compact(budget_tokens=1, config=micro_only, manual=True).compacted_ids
         middle = time.perf_counter()
         t.visible_messages()
         end = time.perf_counter()

@@ -47,12 +47,11 @@ def library_run(source: Path, db: Path, tokenizer: str) -> dict[str, float]:
     timed = TimedCounter(get_counter(tokenizer))
     timed.count("warm up the tokenizer")
     timed.seconds = 0.0
-    store._counter = timed
     try:
         start = time.perf_counter()
         parsed = parse(source, FORMAT)
         parsed_at = time.perf_counter()
-        import_sessions(store, parsed, source=f"{FORMAT}:{source.name}")
+        import_sessions(store.events, timed, parsed, source=f"{FORMAT}:{source.name}")
         stored_at = time.perf_counter()
     finally:
         store.close()

@@ -33,6 +33,7 @@ from synthetic import SyntheticSession  # noqa: E402
 
 from transcript import Store, Transcript  # noqa: E402
 from transcript.model import Message  # noqa: E402
+from transcript.store.sqlite import SqliteEventStore  # noqa: E402
 from transcript.tokens import TokenCounter, get_counter  # noqa: E402
 
 SESSION = "bench"
@@ -71,7 +72,7 @@ def build_both(path: Path, floor_path: Path, turns: list[list[Message]]) -> dict
     """Append every turn through the facade and, right after, through the raw floor.
 
     Interleaving puts both under the same disk conditions (the fsync dominates a turn). A turn's
-    time splits into its DB part (the write transaction: `Store.write_many`), tokenizing, and the
+    time splits into its DB part (the write transaction: the event store's `commit`), tokenizing, and the
     rest (checking, encoding and hashing the messages, updating the live session). Returns medians
     per turn (tokenizing: the mean) and the floor's transaction.
     """
@@ -79,8 +80,8 @@ def build_both(path: Path, floor_path: Path, turns: list[list[Message]]) -> dict
         _remove(target)
     store = Store.open(path)
     timed = TimedCounter(get_counter())
-    store._counter = timed
     transcript = store.session(SESSION)
+    transcript._counter = timed
     in_write = _time_writes(store)
     conn = _floor_connect(floor_path)
     conn.execute("CREATE TABLE bodies (id INTEGER PRIMARY KEY, message_id TEXT NOT NULL, body BLOB NOT NULL)")
@@ -101,7 +102,8 @@ def build_both(path: Path, floor_path: Path, turns: list[list[Message]]) -> dict
         conn.executemany("INSERT INTO bodies (message_id, body) VALUES (?, ?)", rows)
         conn.execute("COMMIT")
         floor.append(time.perf_counter() - start)
-    store.execute_raw("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert isinstance(store.events, SqliteEventStore)
+    store.events.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
@@ -119,16 +121,16 @@ def build_both(path: Path, floor_path: Path, turns: list[list[Message]]) -> dict
 def _time_writes(store: Store) -> list[float]:
     """Make the store add up the seconds spent in its write transactions (in the returned cell)."""
     spent = [0.0]
-    write_many = store.write_many
+    commit = store.events.commit
 
-    def timed(writes: Any) -> Any:
+    def timed(writes: Any, **options: Any) -> Any:
         start = time.perf_counter()
         try:
-            return write_many(writes)
+            return commit(writes, **options)
         finally:
             spent[0] += time.perf_counter() - start
 
-    store.write_many = timed  # type: ignore[method-assign]
+    store.events.commit = timed  # type: ignore[method-assign]
     return spent
 
 

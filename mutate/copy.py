@@ -42,8 +42,8 @@ def restore_session(store: EventStore, state: SessionState, session_id: str | No
             if event.seq != next_seq:
                 raise InvalidMessage(f"event {expected} appends seq {event.seq}, expected {next_seq}")
             next_seq += 1
-            body = bodies.get(event.message_id)
-            if body is None or body.hash != event.body_hash:
+            appended = bodies.get(event.message_id)
+            if appended is None or appended.hash != event.body_hash:
                 raise InvalidMessage(
                     f"event {expected} appends {event.message_id!r} without its exported body"
                 )

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grimp
+
 from tests.conftest import PROJECT_ROOT, PYTHON
 
 
@@ -38,3 +40,84 @@ def test_import_linter_contracts_hold() -> None:
     result = subprocess.run([str(lint_imports)], capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
+
+
+LIBRARY = ("transcript", "planner", "projection", "mutate")
+
+
+def _import_graph() -> grimp.ImportGraph:
+    """The library's module import graph: function-level and type-checking imports included."""
+    return grimp.build_graph(*LIBRARY, exclude_type_checking_imports=False)
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    assert _cycles(_import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_planted_cycle() -> None:
+    graph = grimp.ImportGraph()
+    for name in ("a", "b", "c", "d"):
+        graph.add_module(name)
+    graph.add_import(importer="a", imported="b")
+    graph.add_import(importer="b", imported="c")
+    graph.add_import(importer="c", imported="a")
+    graph.add_import(importer="c", imported="d")
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def _imports_of(graph: grimp.ImportGraph, package: str) -> set[str]:
+    modules = {package} | graph.find_descendants(package)
+    return {imported for module in modules for imported in graph.find_modules_directly_imported_by(module)}
+
+
+def test_mutate_imports_nothing_of_the_facade() -> None:
+    imported = _imports_of(_import_graph(), "mutate")
+    assert not {m for m in imported if m.startswith(("transcript.session", "transcript.cli"))}
+    assert "transcript.store.writer" in imported  # it does hold the capability
+
+
+def test_the_event_store_imports_nothing_of_the_facade_or_mutate() -> None:
+    imported = _imports_of(_import_graph(), "transcript.store")
+    assert not {m for m in imported if m.startswith(("transcript.session", "transcript.cli", "mutate"))}

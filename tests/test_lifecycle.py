@@ -24,12 +24,13 @@ from hypothesis import event, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from planner import CompactConfig
-from planner.summary import PromptTooLong, SummaryRequest
+from planner.summary import SummaryRequest
 from projection import check_view_order, plan_from_persisted_directives, render_llm_view
 from tests.conftest import PROJECT_ROOT, PYTHON, SUBPROCESS_REOPENS
 from tests.helpers import fold_marks, sql
 from transcript import Message, ToolCall, Transcript
 from transcript.model import EVENT_DECODER, MessageMarked
+from transcript.model.errors import PromptTooLong
 
 SESSION = "life"
 TOKENIZER = "chars/4"

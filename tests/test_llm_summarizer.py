@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
-from planner.summary import PromptTooLong, SummaryRequest
+from planner.summary import SummaryRequest
 from tests.test_full import GOAL, _grow, _over
 from transcript import Message, Store
 from transcript.integrations.llm import LlmSummarizer
 from transcript.model.checkpoint import Checkpoint
+from transcript.model.errors import PromptTooLong
 
 
 class FakeResponse:

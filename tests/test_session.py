@@ -8,8 +8,7 @@ import pytest
 
 from tests.helpers import append_summary, connection, write_marks
 from transcript import InvalidMessage, Message, Store, ToolCall, Transcript, verify
-from transcript.model import MessageMarked
-from transcript.session.facade import INTERRUPTED_RESULT
+from transcript.model import INTERRUPTED_RESULT, MessageMarked
 
 
 def _call(call_id: str, name: str = "Bash") -> ToolCall:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         StoreUnavailable as StoreUnavailable,
         TokenizerUnavailable as TokenizerUnavailable,
         TranscriptError as TranscriptError,
+        WriteRefused as WriteRefused,
     )
     from transcript.model.result import CompactResult as CompactResult
     from transcript.model.state import SessionState as SessionState
@@ -81,6 +82,7 @@ _EXPORTS = {
     "StoreUnavailable": "transcript.model.errors",
     "TokenizerUnavailable": "transcript.model.errors",
     "TranscriptError": "transcript.model.errors",
+    "WriteRefused": "transcript.model.errors",
     "FormatError": "transcript.formats.base",
     "ImportReport": "transcript.session.importing",
     "SessionReport": "transcript.session.importing",
@@ -149,6 +151,7 @@ __all__ = [
     "TranscriptSnapshot",
     "VerifyReport",
     "View",
+    "WriteRefused",
     "verify",
 ]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.summary import PromptTooLong, SummaryRequest, is_prompt_too_long, prompt_text
+from planner.summary import SummaryRequest, is_prompt_too_long, prompt_text
+from transcript.model.errors import PromptTooLong
 
 
 class LlmSummarizer:

@@ -44,7 +44,12 @@ from transcript.store.writer import is_writer
 _TOKENS_ENCODER: Final = msgspec.json.Encoder()
 _TOKENS_DECODER: Final = msgspec.json.Decoder(tuple[int, ...])
 _IN_CHUNK: Final = 500
-SYNC_MODES: Final = ("FULL", "EXTRA", "NORMAL", "OFF")
+SYNC_MODES: Final[dict[str, connection.Synchronous]] = {
+    "FULL": "FULL",
+    "EXTRA": "EXTRA",
+    "NORMAL": "NORMAL",
+    "OFF": "OFF",
+}
 
 
 class SqliteEventStore:
@@ -65,8 +70,8 @@ class SqliteEventStore:
         cls, path: str | Path, *, readonly: bool = False, timeout: float = 5.0, synchronous: str = "FULL"
     ) -> SqliteEventStore:
         """Open (and, unless read-only, create or migrate) a store file; `":memory:"` is private."""
-        sync = synchronous.upper() if isinstance(synchronous, str) else synchronous
-        if sync not in SYNC_MODES:
+        sync = SYNC_MODES.get(synchronous.upper()) if isinstance(synchronous, str) else None
+        if sync is None:
             raise ValueError(f"synchronous must be one of {', '.join(SYNC_MODES)}, not {synchronous!r}")
         target = str(path)
         conn = connection.connect(target, readonly=readonly, timeout=timeout, synchronous=sync)
