@@ -138,8 +138,6 @@ def disk_bytes(path: Path) -> int:
     return sum(Path(f"{path}{s}").stat().st_size for s in ("", "-wal") if Path(f"{path}{s}").exists())
 
 
-# --- cold open, in a fresh process ---------------------------------------------------------------
-
 # ru_maxrss survives exec on Linux (it would report the parent's peak); VmHWM belongs to this process.
 _PEAK = """
 def peak_kb():
@@ -200,9 +198,6 @@ def cold(script: str, *args: str, repeats: int = 5) -> tuple[float, int]:
             times.append(float(out[0]))
             peaks.append(int(out[2]))
     return statistics.median(times), max(peaks)
-
-
-# --- warm per-turn, in this process ----------------------------------------------------------------
 
 
 def warm_per_turn(path: Path, probe: list[list[Message]]) -> float:

@@ -11,6 +11,7 @@ from mutate.copy import fork_session, restore_session
 from mutate.rounds import (
     Deps,
     RoundInput,
+    RoundOptions,
     RoundOutcome,
     arun_compact,
     micro_compact,
@@ -22,6 +23,7 @@ from mutate.rounds import (
 __all__ = [
     "Deps",
     "RoundInput",
+    "RoundOptions",
     "RoundOutcome",
     "Written",
     "arun_compact",

@@ -77,6 +77,24 @@ class Deps(NamedTuple):
     now: Callable[[], datetime]
 
 
+class RoundOptions(NamedTuple):
+    """How a round runs: the budget and config, its dependencies, and what the caller asked for.
+
+    `manual` marks a round the user asked for (not counted by the breaker); `force` goes straight to
+    full compaction; `shadow` reports without writing; `summarizer` is the model summarizer (None: the
+    local one, by choice); `reinject` the host's re-injection callback.
+    """
+
+    budget_tokens: int
+    config: CompactConfig
+    deps: Deps
+    manual: bool = False
+    force: bool = False
+    shadow: bool = False
+    summarizer: Summarizer | None = None
+    reinject: Reinject | None = None
+
+
 class RoundOutcome(NamedTuple):
     """The round's result (as recorded, when it was), every step it committed, and the micro cursor
     after it (None: unchanged)."""
@@ -91,49 +109,38 @@ class _Round(NamedTuple):
 
     store: EventStore
     given: RoundInput
-    budget: int
-    config: CompactConfig
-    manual: bool
-    force: bool
+    options: RoundOptions
     breaker: Breaker
     use_model: bool
-    reinject: Reinject | None
-    deps: Deps
+
+    @property
+    def budget(self) -> int:
+        return self.options.budget_tokens
+
+    @property
+    def config(self) -> CompactConfig:
+        return self.options.config
+
+    @property
+    def deps(self) -> Deps:
+        return self.options.deps
 
 
 def quiet_result(
-    view_tokens: int,
-    view_items: int,
-    *,
-    budget_tokens: int,
-    config: CompactConfig,
-    manual: bool,
-    force: bool,
-    latest: CompactResult | None,
+    view_tokens: int, view_items: int, options: RoundOptions, latest: CompactResult | None
 ) -> CompactResult | None:
     """The result of a round below the micro threshold (nothing planned, nothing written); None when
     the round must run."""
-    quick = determine_compact_action(view_tokens, budget_tokens, config, force=force)
+    quick = determine_compact_action(view_tokens, options.budget_tokens, options.config, force=options.force)
     if quick.kind != "none":
         return None
-    base = _base(view_tokens, view_items, budget_tokens, manual, force)
+    base = _base(view_tokens, view_items, options.budget_tokens, options.manual, options.force)
     return Breaker.after(latest).stamp(msgspec.structs.replace(base, reason=quick.reason))
 
 
-def round_steps(
-    store: EventStore,
-    given: RoundInput,
-    *,
-    budget_tokens: int,
-    config: CompactConfig,
-    manual: bool,
-    force: bool,
-    shadow: bool,
-    has_model: bool,
-    reinject: Reinject | None,
-    deps: Deps,
-) -> Steps[RoundOutcome]:
-    """One round (see the module docstring); drive it with `mutate.summarizing.drive` or `adrive`."""
+def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> Steps[RoundOutcome]:
+    """One round (see the module docstring); `run_compact` and `arun_compact` drive it."""
+    budget_tokens, config, deps, manual, force, shadow = options[:6]
     snapshot = given.snapshot
     breaker = Breaker.after(given.latest).starting(manual=manual, config=config)
     base = msgspec.structs.replace(
@@ -167,18 +174,8 @@ def round_steps(
         compacted_count=len(compacted),
         compacted_ids=compacted,
     )
-    run = _Round(
-        store,
-        given,
-        budget_tokens,
-        config,
-        manual,
-        force,
-        breaker,
-        has_model and breaker.allows_model,
-        reinject,
-        deps,
-    )
+    breaker_allows = options.summarizer is not None and breaker.allows_model
+    run = _Round(store, given, options, breaker, breaker_allows)
     needs_full = action.kind in ("full", "micro_then_full") and (
         force or result.tokens_after / budget_tokens >= config.micro_compact_threshold
     )
@@ -208,62 +205,14 @@ def round_steps(
     return RoundOutcome(_recorded(final, step), (step,), cursor)
 
 
-def run_compact(
-    store: EventStore,
-    given: RoundInput,
-    *,
-    budget_tokens: int,
-    config: CompactConfig,
-    deps: Deps,
-    manual: bool = False,
-    force: bool = False,
-    shadow: bool = False,
-    summarizer: Summarizer | None = None,
-    reinject: Reinject | None = None,
-) -> RoundOutcome:
-    """Run one round with a synchronous summarizer (None: the local one, by choice)."""
-    steps = round_steps(
-        store,
-        given,
-        budget_tokens=budget_tokens,
-        config=config,
-        manual=manual,
-        force=force,
-        shadow=shadow,
-        has_model=summarizer is not None,
-        reinject=reinject,
-        deps=deps,
-    )
-    return drive(steps, summarizer or _never)
+def run_compact(store: EventStore, given: RoundInput, options: RoundOptions) -> RoundOutcome:
+    """Run one round with a synchronous summarizer (or none: the local one, by choice)."""
+    return drive(round_steps(store, given, options), options.summarizer or _never)
 
 
-async def arun_compact(
-    store: EventStore,
-    given: RoundInput,
-    *,
-    budget_tokens: int,
-    config: CompactConfig,
-    deps: Deps,
-    manual: bool = False,
-    force: bool = False,
-    shadow: bool = False,
-    summarizer: Summarizer | None = None,
-    reinject: Reinject | None = None,
-) -> RoundOutcome:
+async def arun_compact(store: EventStore, given: RoundInput, options: RoundOptions) -> RoundOutcome:
     """Run one round; the summarizer may be async."""
-    steps = round_steps(
-        store,
-        given,
-        budget_tokens=budget_tokens,
-        config=config,
-        manual=manual,
-        force=force,
-        shadow=shadow,
-        has_model=summarizer is not None,
-        reinject=reinject,
-        deps=deps,
-    )
-    return await adrive(steps, summarizer or _never)
+    return await adrive(round_steps(store, given, options), options.summarizer or _never)
 
 
 def _never(request: object) -> str:
@@ -377,7 +326,7 @@ def _full(
         failed=model_failed,
     )
     result = _irreducible(snapshot, config, budget, result)
-    result = run.breaker.finished(manual=run.manual, failed=model_failed, config=config).stamp(result)
+    result = run.breaker.finished(manual=run.options.manual, failed=model_failed, config=config).stamp(result)
     step = commit(
         run.store,
         snapshot.session_id,
@@ -394,7 +343,7 @@ def _prepare(run: _Round, snapshot: TranscriptSnapshot, *, aggressive: bool) -> 
         run.config,
         previous=run.given.checkpoint,
         budget_tokens=run.budget,
-        force=run.force,
+        force=run.options.force,
         aggressive=aggressive,
     )
 
@@ -408,7 +357,7 @@ def _summary(
     *,
     reinject: bool,
 ) -> NewBody:
-    files = reinjected_content(prepared, run.reinject, run.config, run.budget) if reinject else []
+    files = reinjected_content(prepared, run.options.reinject, run.config, run.budget) if reinject else []
     message = summary_message(prepared, checkpoint, files, message_id=message_id, now=now)
     return summary_body(message, run.deps.counter)
 
@@ -422,7 +371,7 @@ def _no_full(
     outcome = "micro_applied_then_full_failed" if micro_done else "full_failed"
     result = msgspec.structs.replace(result, outcome=outcome, reason=reason)
     result = _irreducible(snapshot, run.config, run.budget, result)
-    final = run.breaker.finished(manual=run.manual, failed=failed, config=run.config).stamp(result)
+    final = run.breaker.finished(manual=run.options.manual, failed=failed, config=run.config).stamp(result)
     step = commit(run.store, snapshot.session_id, snapshot.version, [CompactionRecorded(result=final)])
     return RoundOutcome(_recorded(final, step), (*written, step))
 

@@ -72,9 +72,6 @@ CHECKPOINTS = st.builds(
 )
 
 
-# --- round trips ------------------------------------------------------------------------------------
-
-
 @given(CHECKPOINTS)
 def test_markdown_round_trips(cp: Checkpoint) -> None:
     assert parse_checkpoint(to_markdown(cp)) == cp
@@ -110,9 +107,6 @@ def test_generated_at_is_kept_in_utc_to_the_microsecond() -> None:
 def test_a_naive_generated_at_is_refused() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         Checkpoint(generated_at=datetime(2025, 1, 1))
-
-
-# --- the markdown layout ----------------------------------------------------------------------------
 
 
 def test_markdown_layout_is_stable() -> None:
@@ -165,9 +159,6 @@ def test_markdown_accepts_model_variations() -> None:
     assert parse_checkpoint(text) == Checkpoint(
         goal="Ship v2", in_progress=("porting the CLI",), next_steps=("run the tests", "tag the release")
     )
-
-
-# --- JSON from models -------------------------------------------------------------------------------
 
 
 def test_json_inside_prose_parses() -> None:
@@ -235,9 +226,6 @@ def test_the_schema_hint_names_every_section_and_its_example_parses() -> None:
         assert f'"{name}"' in CHECKPOINT_JSON_SCHEMA_HINT
     cp = parse_checkpoint(CHECKPOINT_JSON_SCHEMA_HINT)
     assert cp.goal and all(len(getattr(cp, name)) == 1 for name in LIST_FIELDS)
-
-
-# --- errors -----------------------------------------------------------------------------------------
 
 
 def test_the_parse_error_is_a_library_error_and_a_value_error() -> None:
@@ -329,9 +317,6 @@ def test_a_section_given_twice_raises() -> None:
 def test_a_lone_surrogate_is_refused() -> None:
     with pytest.raises(CheckpointParseError, match="Unicode"):
         parse_checkpoint('{"goal": "\\ud800"}')
-
-
-# --- merge ------------------------------------------------------------------------------------------
 
 
 def test_merge_takes_the_delta_goal_unless_blank() -> None:

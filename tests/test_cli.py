@@ -134,9 +134,6 @@ def empty_session_db(tmp_path: Path) -> Path:
     return db
 
 
-# --- help text and exit codes ----------------------------------------------------------------------
-
-
 def test_the_commands_are_the_ones_the_spec_names() -> None:
     assert set(cli.commands) == SPEC_COMMANDS
 
@@ -172,9 +169,6 @@ def test_top_level_help_lists_every_command_with_its_summary() -> None:
 
 def test_an_unknown_command_is_a_usage_error() -> None:
     run(["frobnicate"], code=EXIT_USAGE)
-
-
-# --- sessions ----------------------------------------------------------------------------------------
 
 
 def test_sessions_lists_every_session_in_text_json_and_jsonl(multi_db: Path) -> None:
@@ -213,9 +207,6 @@ def test_a_file_that_is_not_a_store_is_a_clean_failure(tmp_path: Path) -> None:
     run(["verify", "--db", junk], code=EXIT_FAILURE)
 
 
-# --- import ------------------------------------------------------------------------------------------
-
-
 def test_import_reports_each_session_and_is_idempotent(tmp_path: Path) -> None:
     db = tmp_path / "import.db"
     text = run(["import", CLAUDE_SMALL, "--db", db]).stdout.splitlines()
@@ -246,9 +237,6 @@ def test_import_failures(tmp_path: Path) -> None:
     run(["import", OPENHANDS_SMALL, "--db", db, "--format", "swe-agent"], code=EXIT_FAILURE)
     with Store.open(db, readonly=True) as store:
         assert store.sessions() == []  # nothing half-imported
-
-
-# --- export ------------------------------------------------------------------------------------------
 
 
 def test_export_the_view_neutral_openai_and_anthropic(sim_db: Path) -> None:
@@ -311,9 +299,6 @@ def test_export_session_selection(multi_db: Path, tmp_path: Path) -> None:
     assert run_json(["export", "--db", multi_db, "--session", sid])["messages"]
 
 
-# --- show --------------------------------------------------------------------------------------------
-
-
 def test_show_the_current_view(sim_db: Path) -> None:
     data = run_json(["show", "--db", sim_db, "--format", "json"])
     assert data["session"] == SIM
@@ -359,9 +344,6 @@ def test_show_failures(sim_db: Path, multi_db: Path, tmp_path: Path) -> None:
 
 def test_show_stored_with_at_is_a_usage_error(sim_db: Path) -> None:
     run(["show", "--db", sim_db, "--stored", "--at", "5"], code=EXIT_USAGE)
-
-
-# --- replay ------------------------------------------------------------------------------------------
 
 
 def test_replay_timeline_text_json_and_jsonl(sim_db: Path) -> None:
@@ -478,9 +460,6 @@ def test_replay_at_a_negative_point_is_refused(sim_db: Path) -> None:
 
 def test_replay_wire_without_at_is_a_usage_error(sim_db: Path) -> None:
     run(["replay", "--db", sim_db, "--wire", "openai"], code=EXIT_USAGE)
-
-
-# --- simulate ----------------------------------------------------------------------------------------
 
 
 def test_simulate_prints_the_timeline_and_totals(tmp_path: Path) -> None:
@@ -644,9 +623,6 @@ def test_simulate_failures(tmp_path: Path) -> None:
     run(["simulate", junk, "--budget", 100, "--db", db], code=EXIT_FAILURE)
 
 
-# --- demo --------------------------------------------------------------------------------------------
-
-
 def test_demo_on_a_fresh_store_shows_compaction_happening(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
     result = run(["demo", "--db", db])
@@ -663,9 +639,6 @@ def test_demo_failures(tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not sqlite" * 100)
     run(["demo", "--db", junk], code=EXIT_FAILURE)
-
-
-# --- compact, compacts, checkpoint, status, stats ----------------------------------------------------
 
 
 def test_compact_shadow_writes_nothing(writable: Path) -> None:
@@ -778,9 +751,6 @@ def test_session_commands_need_a_session(command: str, multi_db: Path, tmp_path:
     run([command, "--db", tmp_path / "missing.db"], code=EXIT_FAILURE)
 
 
-# --- verify ------------------------------------------------------------------------------------------
-
-
 def test_verify_a_sound_store(sim_db: Path) -> None:
     lines = run(["verify", "--db", sim_db]).stdout.splitlines()
     assert lines[-1] == "ok"
@@ -793,9 +763,6 @@ def test_verify_a_sound_store(sim_db: Path) -> None:
 def test_verify_failures(tmp_path: Path) -> None:
     assert "no such file" in run(["verify", "--db", tmp_path / "missing.db"], code=EXIT_FAILURE).stderr
     run(["verify", "--db", tmp_path / "missing.db", "--format", "csv"], code=EXIT_USAGE)
-
-
-# --- tampering -------------------------------------------------------------------------------------
 
 
 def _tamper(db: Path, guard: str, statement: str, params: tuple[Any, ...], *, restore_guard: bool) -> None:
@@ -935,9 +902,6 @@ def test_verify_reports_a_payload_rewritten_by_sql_text_functions(writable: Path
     assert result.exit_code == EXIT_CHECK_FAILED, result.exception
 
 
-# --- terminal safety -------------------------------------------------------------------------------
-
-
 @pytest.fixture
 def evil_db(tmp_path: Path) -> Path:
     """A session whose stored text tries to retitle, clear and overwrite the terminal."""
@@ -1028,9 +992,6 @@ def test_no_full_compaction_grows_the_view_and_a_growth_would_show_one_sign(tmp_
         outcome="micro_applied", strategy="tool-result-micro", tokens_before=100, tokens_after=189
     )
     assert describe(grew).endswith("(+89 tok)")
-
-
-# --- fork ------------------------------------------------------------------------------------------
 
 
 def test_fork_at_a_point_starts_from_the_parents_view(writable: Path) -> None:
@@ -1129,8 +1090,6 @@ def test_a_forks_compactions_leave_the_parent_alone(writable: Path) -> None:
     assert all(s["anchor"] in child_appended for s in summaries if s.get("anchor"))
     run(["verify", "--db", writable, "--served"])
 
-
-# --- every command as the installed script -----------------------------------------------------------
 
 SCRIPT_CASES: list[tuple[str, list[str], Callable[[str], bool]]] = [
     ("sessions", ["sessions"], lambda out: SIM in out),

@@ -85,9 +85,6 @@ def _truncated_texts(transcript: Transcript) -> list[str]:
     return [e.message.text for e in transcript.messages().entries if e.flags.truncated]
 
 
-# --- independent counts from the raw files -----------------------------------------------------------
-
-
 def _raw_swe_results_over(limit: int) -> int:
     history = json.loads(SWE_FC.read_text())["history"]
     return sum(
@@ -160,8 +157,6 @@ def test_micro_fires_on_every_long_claude_code_sub_agent_session(tmp_path: Path)
         _, transcript, _ = _replayed(directory, children[prompt])
         assert _truncated_texts(transcript), f"micro compaction never fired on {children[prompt].session_id}"
 
-
-# --- full compaction on the long sessions (SPEC §7) ----------------------------------------------------
 
 LONG = [(p, s) for p, s in SESSIONS if sum(1 for m in s.messages if m.role == "assistant") >= 20]
 

@@ -82,9 +82,6 @@ def ids(t: Transcript) -> list[str]:
     return [m.id for m in t.stored_messages()]
 
 
-# --- read-only ----------------------------------------------------------------------------------
-
-
 def test_append_to_read_only_store_raises_store_read_only(store_path: Path) -> None:
     before = dump(store_path)
     with Store.open(store_path, readonly=True, tokenizer=TOKENIZER) as store:
@@ -142,9 +139,6 @@ def test_read_only_open_of_missing_file_raises_store_unavailable(tmp_path: Path)
     assert sorted(os.listdir(tmp_path)) == []
 
 
-# --- full -----------------------------------------------------------------------------------------
-
-
 def test_full_database_raises_store_full_and_keeps_content(store: Store, store_path: Path) -> None:
     t = store.session("s1")
     before = dump(store_path)
@@ -178,9 +172,6 @@ def test_full_database_raises_store_full_and_keeps_content(store: Store, store_p
     assert verify(store_path).ok
 
 
-# --- locked ---------------------------------------------------------------------------------------
-
-
 def test_lock_held_past_timeout_raises_store_locked(store_path: Path) -> None:
     with Store.open(store_path, timeout=0.2, tokenizer=TOKENIZER) as store:
         t = store.session("s1")
@@ -199,9 +190,6 @@ def test_lock_held_past_timeout_raises_store_locked(store_path: Path) -> None:
         t.append(Message.user("blocked", id="u-blocked"))
         assert ids(t) == [*IDS, "u-blocked"]
     assert verify(store_path).ok
-
-
-# --- schema ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("readonly", [False, True], ids=["read-write", "read-only"])
@@ -281,8 +269,6 @@ def test_damaged_pages_raise_store_corrupted(store_path: Path) -> None:
         verify(store_path)
     assert store_path.read_bytes() == bytes(data)
 
-
-# --- append-only guards ---------------------------------------------------------------------------
 
 CHANGES = {
     ("bodies", "UPDATE"): "UPDATE bodies SET hash = 'x' WHERE message_id = 'u1'",
@@ -383,9 +369,6 @@ def test_insert_or_replace_through_a_plain_connection_is_refused(store_path: Pat
     finally:
         conn.close()
     assert dump(store_path) == before
-
-
-# --- tampering past the guards is detected by verify -------------------------------------------------
 
 
 def tamper(path: Path, table: str, sql: str, params: tuple[object, ...] = ()) -> None:

@@ -90,9 +90,6 @@ def _key(session: Any) -> str:
     return session.parent_call_id or "main"
 
 
-# --- an independent count over the raw file ------------------------------------------------------------
-
-
 def _raw(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
@@ -150,9 +147,6 @@ def _assert_paired(messages: list[Message]) -> None:
         answers = messages[index + 1 : index + 1 + len(calls)]
         assert [m.tool_results[0].call_id for m in answers if m.role == "tool"] == calls
         index += 1 + len(calls)
-
-
-# --- the corpus ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name)
@@ -243,9 +237,6 @@ def test_corpus_mapping_details() -> None:
     assert step.metadata is not None and step.metadata["records"] == 4
     # the last record's (final) usage: `sed -n 15p FILE | jq .message.usage.output_tokens` gives 598
     assert step.metadata["usage"]["output_tokens"] == 598
-
-
-# --- the format's mapping, on small written files ------------------------------------------------------
 
 
 def _rec(kind: str, uuid: str, content: Any, **extra: Any) -> dict[str, Any]:
@@ -503,9 +494,6 @@ def test_a_reused_uuid_and_an_empty_file_are_refused(tmp_path: Path) -> None:
     with pytest.raises(FormatError) as caught:
         parse(write(tmp_path, [], name="empty.jsonl"))
     assert caught.value.line is None
-
-
-# --- properties ------------------------------------------------------------------------------------------
 
 
 @st.composite

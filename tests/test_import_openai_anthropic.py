@@ -171,9 +171,6 @@ def test_anthropic_fixture_keeps_thinking_signature_redacted_and_results_in_orde
     assert messages[5].text == "Also: the badge URL in the README may be stale."
 
 
-# --- repairs -----------------------------------------------------------------------------------------
-
-
 def _write(tmp_path: Path, name: str, lines: Sequence[Any]) -> Path:
     path = tmp_path / name
     path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
@@ -243,9 +240,6 @@ def test_anthropic_text_before_results_is_repaired_and_named(tmp_path: Path) -> 
     (session,) = parse(path, "anthropic-json")
     assert [r.kind for r in session.repairs] == ["synthetic_result", "orphan_result_as_text"]
     assert_paired(session.messages)
-
-
-# --- mapping details ---------------------------------------------------------------------------------
 
 
 def test_developer_is_system_and_exported_back_as_developer() -> None:
@@ -336,8 +330,6 @@ def test_anthropic_truncated_or_surrogate_document_names_the_line(tmp_path: Path
     with pytest.raises(FormatError, match="not a JSON document"):
         parse(path, "anthropic-json")
 
-
-# --- malformed records, property-tested --------------------------------------------------------------
 
 OPENAI_LINES = [json.loads(line) for line in OPENAI.read_text().splitlines()]
 SURROGATE = "@@SURROGATE@@"
@@ -455,9 +447,6 @@ def test_a_truncated_anthropic_document_is_refused_and_the_store_is_unchanged(cu
             store.import_file(path, format="anthropic-json")
     assert info.value.line is None or 1 <= info.value.line <= data.count(b"\n") + 1
     assert dump(store) == before
-
-
-# --- export round trips ------------------------------------------------------------------------------
 
 
 def _bodies(messages: Sequence[Message]) -> list[tuple[str, str, tuple[Part, ...], str]]:

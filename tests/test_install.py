@@ -4,6 +4,7 @@ run from it, not from this checkout."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -38,10 +39,22 @@ print("ok", transcript.__file__)
 """
 
 
+def _sources(target: Path) -> Path:
+    """A copy of what the wheel is built from (building in the checkout would leave `build/` there)."""
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(PROJECT_ROOT / name, target / name)
+    for package in ("transcript", "planner", "projection", "mutate"):
+        shutil.copytree(
+            PROJECT_ROOT / package, target / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    return target
+
+
 def test_the_wheel_installs_and_runs_the_readme_imports(tmp_path: Path) -> None:
-    dist, site = tmp_path / "dist", tmp_path / "site"
+    dist, site, source = tmp_path / "dist", tmp_path / "site", tmp_path / "source"
+    source.mkdir()
     pip = [PYTHON, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(dist), str(PROJECT_ROOT)], check=True)
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(dist), str(_sources(source))], check=True)
     (wheel,) = dist.glob("transcript_store-*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True)
     env = {**os.environ, "PYTHONPATH": str(site)}

@@ -35,9 +35,6 @@ def _results(t: Transcript) -> list[str]:
     return [e.message.id for e in t.messages().entries if e.message.role == "tool"]
 
 
-# --- config ----------------------------------------------------------------------------------------
-
-
 def test_defaults_match_the_spec() -> None:
     config = CompactConfig()
     assert (config.micro_compact_threshold, config.auto_compact_threshold) == (0.75, 0.95)
@@ -71,9 +68,6 @@ def test_smart_compact_is_accepted_deprecated_and_off() -> None:
 def test_bad_config_data_is_refused(data: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="invalid compaction config"):
         CompactConfig.from_mapping(data)
-
-
-# --- staleness and eligibility ------------------------------------------------------------------------
 
 
 def test_the_last_three_steps_are_never_planned(session: Transcript) -> None:
@@ -151,9 +145,6 @@ def test_multi_part_results_get_one_entry_per_long_text_and_media_item(session: 
     assert [(e.action, e.item_index) for e in entries] == [("truncate", 1), ("placeholder", 2)]
 
 
-# --- incremental planning ---------------------------------------------------------------------------
-
-
 def test_rounds_only_look_at_what_earlier_rounds_did_not_touch(session: Transcript) -> None:
     config = CompactConfig()
     for n in range(6):
@@ -179,9 +170,6 @@ def test_rebuild_mode_plans_truncated_messages_again(session: Transcript) -> Non
     snapshot = session.messages()
     assert plan_micro(snapshot, CompactConfig()).entries == ()
     assert len(plan_micro(snapshot, CompactConfig(), skip_existing_truncated=False).message_ids) == 2
-
-
-# --- trigger -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

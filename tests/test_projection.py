@@ -77,9 +77,6 @@ def _truncation(
     return ProjectionDirective(policy_version=version, entries=(entry,))
 
 
-# --- restoring a plan ---------------------------------------------------------------------------------
-
-
 def test_no_directive_at_all_is_absent() -> None:
     assert plan_from_persisted_directives([_result("m", "x" * 900)]) == Absent()
 
@@ -112,9 +109,6 @@ def test_a_legacy_directive_on_an_excluded_message_is_ignored() -> None:
     assert plan_from_persisted_directives([bad]) == Absent()
     view = render_llm_view([bad], plan_from_persisted_directives([bad]))
     assert view.messages == ()
-
-
-# --- rendering ----------------------------------------------------------------------------------------
 
 
 def test_the_marker_for_a_known_input() -> None:
@@ -254,9 +248,6 @@ def test_rendering_never_mutates_its_inputs() -> None:
     before = msgspec.json.encode(entry)
     render_llm_view([entry], plan_from_persisted_directives([entry]))
     assert msgspec.json.encode(entry) == before
-
-
-# --- provider validity -------------------------------------------------------------------------------
 
 
 def _assistant(message_id: str, *calls: str) -> Message:

@@ -49,7 +49,6 @@ SESSION = "s1"
 TOKENIZERS = ("cl100k_base", "chars/4")
 RESULT_MAX_CHARS = 200_000
 
-# --- generated text --------------------------------------------------------------------------------
 
 # Bytes -> mostly letters, digits and spaces, some punctuation and line breaks.
 _ASCII_POOL = (
@@ -270,8 +269,6 @@ def store_counts(store: Store | Transcript) -> tuple[int, int, int]:
     return row[0], row[1], row[2]
 
 
-# --- reading a store back in a fresh interpreter ---------------------------------------------------
-
 _READER = """
 import sys
 from pathlib import Path
@@ -320,8 +317,6 @@ def read_in_subprocess(path: Path, tokenizer: str, out: Path) -> ReadBack:
         tiktoken_imported=msgspec.json.decode(out.joinpath("tokenized.json").read_bytes(), type=bool),
     )
 
-
-# --- the lifecycle machine -------------------------------------------------------------------------
 
 _subprocess_budget = [SUBPROCESS_REOPENS]
 
@@ -517,9 +512,6 @@ class TranscriptLifecycle(RuleBasedStateMachine):
 TestTranscriptLifecycle = TranscriptLifecycle.TestCase
 
 
-# --- every part kind, field by field ---------------------------------------------------------------
-
-
 class Turn(msgspec.Struct, frozen=True):
     """One turn holding every part kind, and the values its fields were built from."""
 
@@ -668,8 +660,6 @@ def _fixed_turn() -> Turn:
     )
 
 
-# --- refusals: lone surrogates in any text field ---------------------------------------------------
-
 PoisonBuilder = Callable[[str], Message]
 _PAYLOAD = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()
 _NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -792,9 +782,6 @@ def test_lone_surrogate_in_provider_arguments_is_refused_at_append() -> None:
         t.close()
 
 
-# --- refusals: other invalid messages --------------------------------------------------------------
-
-
 def _raw(role: Any, parts: Any, **fields: Any) -> Message:
     """A message built without the factories' checks, as a careless caller could."""
     fields.setdefault("created_at", _NOW)
@@ -909,9 +896,6 @@ def test_invalid_message_is_refused_and_nothing_stored(case: str, in_batch: bool
 def test_factories_refuse_a_naive_datetime() -> None:
     with pytest.raises(InvalidMessage):
         Message.user("x", created_at=datetime(2025, 1, 1))
-
-
-# --- very large results ----------------------------------------------------------------------------
 
 
 def fifty_megabytes_without_whitespace() -> str:

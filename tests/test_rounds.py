@@ -126,9 +126,6 @@ def test_a_plan_from_an_older_version_is_a_conflict(session: Transcript) -> None
     assert not any(e.flags.truncated for e in session.messages().entries)
 
 
-# --- the read path when stored directives cannot be trusted -----------------------------------------
-
-
 def _truncated_ids(t: Transcript) -> list[str]:
     return [e.message.id for e in t.messages().entries if e.flags.truncated]
 

@@ -119,8 +119,6 @@ class CountSpy:
         return self.original(counter, text)
 
 
-# --- exact counts ---------------------------------------------------------------------------------
-
 texts = st.one_of(
     st.text(max_size=200),
     st.builds(lambda seed, size: hex_text(seed, size), st.integers(0, 2**32), st.integers(0, 5_000)),
@@ -225,8 +223,6 @@ def test_text_with_words_is_counted_exactly_however_long(memory_store: Store) ->
     assert tokens_of(t)[-1] == (reference_count(text),)
 
 
-# --- media: estimated, never tokenized ------------------------------------------------------------
-
 payloads = st.builds(
     lambda seed, size: b64(random.Random(seed).randbytes(size)),
     st.integers(0, 2**32),
@@ -304,8 +300,6 @@ def test_document_costs_a_block_per_started_100_kb_of_decoded_payload(
     assert tokens_of(t)[0] == (math.ceil(decoded / 102_400) * DOCUMENT_TOKENS_PER_100KB,)
 
 
-# --- the tokenizer loads lazily -------------------------------------------------------------------
-
 _LAZY = """
 import json
 import sys
@@ -359,8 +353,6 @@ def test_the_tokenizer_loads_only_when_text_is_counted(tmp_path: Path) -> None:
     assert report["text_tokens"] == [reference_count("now some text")]
 
 
-# --- chars/4 only when configured -----------------------------------------------------------------
-
 _SAMPLE = "The quick brown fox jumps over the lazy dog. " * 20
 
 
@@ -405,9 +397,6 @@ def test_unknown_tokenizer_is_refused_before_the_file_is_created(tmp_path: Path)
     with pytest.raises(ValueError, match="tokenizer"):
         Store.open(path, tokenizer="gpt2")
     assert not path.exists()
-
-
-# --- hash verification ----------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -485,9 +474,6 @@ def test_the_packaged_file_is_checked_against_the_expected_hash(
     monkeypatch.setattr(transcript.tokens, "CL100K_SHA256", "0" * 64)
     with pytest.raises(TokenizerUnavailable, match=r"(?i)hash"):
         Cl100kCounter().count(_SAMPLE)
-
-
-# --- counted once, at append ----------------------------------------------------------------------
 
 
 def never_count(patch: pytest.MonkeyPatch) -> None:

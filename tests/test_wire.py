@@ -74,8 +74,6 @@ from transcript import (
 )
 from transcript.model.errors import PendingToolCalls
 
-# --- SDK request types ------------------------------------------------------------------------------
-
 _OPENAI_REQUEST: TypeAdapter[Any] = TypeAdapter(CompletionCreateParamsNonStreaming)
 _ANTHROPIC_REQUEST: TypeAdapter[Any] = TypeAdapter(MessageCreateParamsNonStreaming)
 
@@ -121,9 +119,6 @@ def assert_sendable(view: View) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return messages, body
 
 
-# --- building views -----------------------------------------------------------------------------------
-
-
 def view_of(*messages: Message) -> View:
     return View.of(messages, source="canonical", tokens=0)
 
@@ -146,9 +141,6 @@ TIFF = ImagePart(media_type="image/tiff", data=b64(b"II*\x00"))
 PDF = DocumentPart(media_type="application/pdf", data=b64(b"%PDF-1.4"), title="spec.pdf")
 NOTES = DocumentPart(media_type="text/plain", data=b64("notes: 中文".encode()), title="notes")
 CSV = DocumentPart(media_type="text/csv", data=b64(b"a,b\n1,2\n"))
-
-
-# --- OpenAI mapping -----------------------------------------------------------------------------------
 
 
 def test_openai_maps_roles_parts_and_calls() -> None:
@@ -217,9 +209,6 @@ def test_summary_and_meta_messages_are_user_messages() -> None:
             {"type": "text", "text": "<command>/compact</command>"},
         ],
     }
-
-
-# --- Anthropic mapping --------------------------------------------------------------------------------
 
 
 def test_anthropic_keeps_signed_reasoning_whole_and_leaves_unsigned_out() -> None:
@@ -333,9 +322,6 @@ def test_anthropic_documents_native_where_possible_else_placeholders() -> None:
     ]
 
 
-# --- tool-call ids ------------------------------------------------------------------------------------
-
-
 def _reused_ids_view() -> View:
     return view_of(
         Message.user("go"),
@@ -378,9 +364,6 @@ def test_ids_outside_the_anthropic_pattern_are_mapped() -> None:
     assert uses == ["__", "call_1", "call_1-2", "toolu_01A-b"]
 
 
-# --- refusals -----------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("render", [to_openai, to_anthropic])
 def test_pending_calls_are_refused_naming_them(render: Callable[[View], object]) -> None:
     view = view_of(Message.user("go"), *step(call("a")), Message.assistant("", [call("b"), call("c")]))
@@ -409,8 +392,6 @@ def test_output_is_fresh_so_editing_it_never_edits_the_view() -> None:
     assert view.to_anthropic() != body
     assert view.messages[1].tool_calls[0].input == {"nested": {"k": [1, 2]}}
 
-
-# --- the validators reject known-invalid requests -----------------------------------------------------
 
 _OPENAI_VALID: list[dict[str, Any]] = [
     {"role": "system", "content": "s"},
@@ -603,8 +584,6 @@ def test_validators_never_raise_on_malformed_requests(value: Any, depth: int) ->
     assert isinstance(check_anthropic_request({"system": [value], "messages": [value]}), tuple)
 
 
-# --- real sessions ------------------------------------------------------------------------------------
-
 CORPUS_FILES = sorted(p for p in CORPUS.glob("*") if p.name != "README.md")
 
 
@@ -634,8 +613,6 @@ def test_the_swe_agent_run_that_reuses_call_ids_gets_unique_ones() -> None:
     assert len(set(sent)) == len(sent) == len(stored)
     store.close()
 
-
-# --- generated sessions -------------------------------------------------------------------------------
 
 # A small pool so ids repeat across steps, collide with the `-2` suffixes and break Anthropic's pattern.
 CALL_IDS = ["abc", "abc-2", "call_1", "toolu_01A", "x.y", "x_y", "工具"]

@@ -52,9 +52,6 @@ from transcript.model import (
 SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
 
 
-# --- one conversation thread (the main one, or one sidechain) ----------------------------------------
-
-
 @dataclass
 class _Step:
     """An assistant message being merged, and the results that answer its calls."""
@@ -217,9 +214,6 @@ class _Thread:
             )
 
 
-# --- block conversion --------------------------------------------------------------------------------
-
-
 def _assistant_part(block: Text | Thinking | RedactedThinking | ToolUse) -> Part:
     if isinstance(block, Text):
         return TextPart(text=block.text)
@@ -254,9 +248,6 @@ def _result_content(
 def _derived_id(uuid: str, index: int) -> str:
     """The id of the `index`-th message one record becomes: its uuid, then `uuid/1`, `uuid/2`, ..."""
     return f"{uuid}/{index}" if index else uuid
-
-
-# --- the file ------------------------------------------------------------------------------------------
 
 
 class _Reader:
@@ -335,9 +326,6 @@ class _Reader:
 
 def _some(**values: Any) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
-
-
-# --- sessions ----------------------------------------------------------------------------------------
 
 
 def parse(path: str | Path) -> list[ParsedSession]:

@@ -38,9 +38,6 @@ ROLES: Final = ("system", "developer", "user", "assistant", "tool")
 _ENCODER: Final = msgspec.json.Encoder()
 
 
-# --- reading ------------------------------------------------------------------------------------------
-
-
 def parse(path: str | Path) -> list[ParsedSession]:
     """The sessions of an OpenAI chat JSONL file; raises `FormatError` naming the bad line."""
     path = Path(path)

@@ -118,8 +118,6 @@ def merge(previous: Checkpoint, delta: Checkpoint) -> Checkpoint:
     )
 
 
-# --- JSON -----------------------------------------------------------------------------------------
-
 _ENCODER: Final = msgspec.json.Encoder()
 
 
@@ -229,8 +227,6 @@ def _parse_embedded_json(text: str) -> Checkpoint | None:
     return None
 
 
-# --- markdown -------------------------------------------------------------------------------------
-#
 # Every line of field text is written behind a prefix ("- " or "  " in a list, none in the goal) and
 # escaped with a leading backslash when it could be read as structure: blank (blank lines are layout),
 # starting with a backslash, "#", "`" or "~", or reading "_none_". Unescaping drops that backslash, so
@@ -379,9 +375,6 @@ def _time(value: str) -> datetime | None:
     if at.utcoffset() is None:
         raise CheckpointParseError(f"checkpoint markdown: generated at {value!r} has no timezone")
     return at
-
-
-# --- either form ----------------------------------------------------------------------------------
 
 
 def parse_checkpoint(text: str) -> Checkpoint:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mutate import (
     Deps,
     RoundInput,
+    RoundOptions,
     RoundOutcome,
     arun_compact,
     micro_compact,
@@ -324,26 +325,12 @@ class Transcript:
         straight to full compaction. `summarizer` overrides the transcript's for this round. It raises
         only for storage faults: a failing summarizer is an outcome (`fallback_used`, `failed`).
         """
-        config = config or self.config
-        quiet = self._quiet(budget_tokens, config, manual, force)
+        options = self._options(budget_tokens, config, manual, force, shadow, summarizer)
+        quiet = self._quiet(options)
         if quiet is not None:
             return quiet
-        given = self._round_input(config)
-        return self._absorb(
-            lambda: run_compact(
-                self.events,
-                given,
-                budget_tokens=budget_tokens,
-                config=config,
-                deps=self._deps(),
-                manual=manual,
-                force=force,
-                shadow=shadow,
-                summarizer=summarizer or self.summarizer,
-                reinject=self.reinject,
-            ),
-            config,
-        )
+        given = self._round_input(options.config)
+        return self._absorb(lambda: run_compact(self.events, given, options), options.config)
 
     async def acompact(
         self,
@@ -356,28 +343,17 @@ class Transcript:
         summarizer: Summarizer | None = None,
     ) -> CompactResult:
         """`compact` for async loops: the summarizer may be a coroutine function."""
-        config = config or self.config
-        quiet = self._quiet(budget_tokens, config, manual, force)
+        options = self._options(budget_tokens, config, manual, force, shadow, summarizer)
+        quiet = self._quiet(options)
         if quiet is not None:
             return quiet
-        given = self._round_input(config)
+        given = self._round_input(options.config)
         try:
-            outcome = await arun_compact(
-                self.events,
-                given,
-                budget_tokens=budget_tokens,
-                config=config,
-                deps=self._deps(),
-                manual=manual,
-                force=force,
-                shadow=shadow,
-                summarizer=summarizer or self.summarizer,
-                reinject=self.reinject,
-            )
+            outcome = await arun_compact(self.events, given, options)
         except BaseException:
             self._sync(force=True)
             raise
-        return self._fold_round(outcome, config)
+        return self._fold_round(outcome, options.config)
 
     def apply_micro_plan(self, plan: MicroPlan) -> CompactResult:
         """Apply a micro plan (from `planner.plan_micro` over `messages()`) as one manual round.
@@ -387,7 +363,8 @@ class Transcript:
         """
         self._sync()
         given = self._round_input(self.config)
-        return self._absorb(lambda: micro_compact(self.events, given, plan, deps=self._deps()), None)
+        deps = Deps(counter=self.counter, new_id=new_message_id, now=utc_now)
+        return self._absorb(lambda: micro_compact(self.events, given, plan, deps=deps), None)
 
     def latest_compact_result(self) -> CompactResult | None:
         """The result of the last round that did something (it survives a restart)."""
@@ -474,19 +451,31 @@ class Transcript:
             pending_calls=tuple(live.pending),
         )
 
-    def _quiet(self, budget: int, config: CompactConfig, manual: bool, force: bool) -> CompactResult | None:
+    def _options(
+        self,
+        budget: int,
+        config: CompactConfig | None,
+        manual: bool,
+        force: bool,
+        shadow: bool,
+        summarizer: Summarizer | None,
+    ) -> RoundOptions:
+        return RoundOptions(
+            budget_tokens=budget,
+            config=config or self.config,
+            deps=Deps(counter=self.counter, new_id=new_message_id, now=utc_now),
+            manual=manual,
+            force=force,
+            shadow=shadow,
+            summarizer=summarizer or self.summarizer,
+            reinject=self.reinject,
+        )
+
+    def _quiet(self, options: RoundOptions) -> CompactResult | None:
         self._sync()
         view = self._live.view(self.config)
         latest = self._live.results[-1] if self._live.results else None
-        return quiet_result(
-            view.tokens,
-            len(view),
-            budget_tokens=budget,
-            config=config,
-            manual=manual,
-            force=force,
-            latest=latest,
-        )
+        return quiet_result(view.tokens, len(view), options, latest)
 
     def _round_input(self, config: CompactConfig) -> RoundInput:
         live = self._live
@@ -501,9 +490,6 @@ class Transcript:
             checkpoint=next((r.checkpoint for r in reversed(live.results) if r.checkpoint is not None), None),
             cursor=seq if fingerprint == config.fingerprint() else 0,
         )
-
-    def _deps(self) -> Deps:
-        return Deps(counter=self.counter, new_id=new_message_id, now=utc_now)
 
     def _absorb(self, run: Any, config: CompactConfig | None) -> CompactResult:
         """Run a round and fold what it wrote; after a failure, catch up from the store instead."""
