@@ -14,15 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from projection.render import media_placeholder
-from projection.wire.common import (
-    IMAGE_TYPES,
-    HasMessages,
-    copied,
-    plain_text,
-    sendable,
-    stored_call_ids,
-    wire_call_ids,
-)
+from projection.wire import common
 from transcript.model.message import (
     DocumentPart,
     ImagePart,
@@ -44,13 +36,13 @@ LEADING_USER_TEXT: Final = "[conversation continues]"
 EMPTY_ERROR_TEXT: Final = "[error result without output]"
 
 
-def to_anthropic(view: HasMessages | Sequence[Message]) -> dict[str, Any]:
+def to_anthropic(view: common.HasMessages | Sequence[Message]) -> dict[str, Any]:
     """The view as an Anthropic Messages body: `system` (left out when empty) and `messages`.
 
     - The system messages before the first other message → `system`, as text blocks. A system
       message later in the view → user text blocks `<system>…</system>` in its place (moving it
       into `system` would reorder the prompt and break the cached prefix).
-    - user, summary and meta messages → user blocks: images of `IMAGE_TYPES` and PDFs as base64
+    - user, summary and meta messages → user blocks: images of `common.IMAGE_TYPES` and PDFs as base64
       blocks, a `text/plain` document as a text-source document, other media as placeholders.
     - assistant → its parts in order: signed reasoning as `thinking` blocks and redacted reasoning
       as `redacted_thinking`, kept whole; reasoning without a (non-empty) signature is left out
@@ -64,12 +56,12 @@ def to_anthropic(view: HasMessages | Sequence[Message]) -> dict[str, Any]:
       `EMPTY_ERROR_TEXT`). When the first message is not a user message, a user message with
       `LEADING_USER_TEXT` is put before it.
     """
-    return encode_anthropic(sendable(view), archive=False)
+    return encode_anthropic(common.sendable(view), archive=False)
 
 
 def encode_anthropic(messages: Sequence[Message], *, archive: bool) -> dict[str, Any]:
     """Messages as a Messages body: `system` (when there is one) and `messages`."""
-    ids = stored_call_ids(messages) if archive else wire_call_ids(messages, anthropic=True)
+    ids = common.stored_call_ids(messages) if archive else common.wire_call_ids(messages, anthropic=True)
     system: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
     leading = True
@@ -127,11 +119,11 @@ def _block(part: Part, archive: bool) -> dict[str, Any] | None:
     """One text or media part as a block; None for blank text in a request."""
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text} if archive or part.text.strip() else None
-    if isinstance(part, ImagePart) and (archive or part.media_type in IMAGE_TYPES):
+    if isinstance(part, ImagePart) and (archive or part.media_type in common.IMAGE_TYPES):
         source = {"type": "base64", "media_type": part.media_type, "data": part.data}
         return {"type": "image", "source": source}
     if isinstance(part, DocumentPart):
-        text = plain_text(part, exact=archive)
+        text = common.plain_text(part, exact=archive)
         document: dict[str, Any] | None = None
         if text is not None:
             source = {"type": "text", "media_type": "text/plain", "data": text}
@@ -172,9 +164,9 @@ def _input(call: ToolCall, archive: bool) -> Any:
     """A call's input: the stored object; in a request, anything else wrapped under `RAW_INPUT_KEY`
     (an archive writes a raw input as its string, and any JSON value as it is)."""
     if archive:
-        return call.raw_input if call.raw_input is not None else copied(call.input)
+        return call.raw_input if call.raw_input is not None else common.copied(call.input)
     if call.raw_input is None and isinstance(call.input, dict):
-        return copied(call.input)
+        return common.copied(call.input)
     return {RAW_INPUT_KEY: call.arguments}
 
 

@@ -14,15 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from projection.render import media_placeholder
-from projection.wire.common import (
-    IMAGE_TYPES,
-    HasMessages,
-    data_url,
-    plain_text,
-    sendable,
-    stored_call_ids,
-    wire_call_ids,
-)
+from projection.wire import common
 from transcript.model.message import (
     DocumentPart,
     ImagePart,
@@ -34,11 +26,11 @@ from transcript.model.message import (
 )
 
 
-def to_openai(view: HasMessages | Sequence[Message]) -> list[dict[str, Any]]:
+def to_openai(view: common.HasMessages | Sequence[Message]) -> list[dict[str, Any]]:
     """The view as Chat Completions `messages`.
 
     - system → `system`; user, summary and meta messages → `user`: one text part as a string, else
-      a list of parts. Images of `IMAGE_TYPES` → `image_url` with a data URL; a PDF → a `file` part
+      a list of parts. Images of `common.IMAGE_TYPES` → `image_url` with a data URL; a PDF → a `file` part
       (`filename` is the title, or `document.pdf`); a `text/plain` document → a text part with its
       text; any other media → policy 1's text placeholder (`[image omitted: …]`).
     - assistant → `content` (its text, a list of text parts when there are several, null when it
@@ -49,12 +41,12 @@ def to_openai(view: HasMessages | Sequence[Message]) -> list[dict[str, Any]]:
       where media become placeholders (tool messages take text only). `is_error` and the tool name
       have no field in this format and are left out; the result text says what happened.
     """
-    return encode_openai(sendable(view), archive=False)
+    return encode_openai(common.sendable(view), archive=False)
 
 
 def encode_openai(messages: Sequence[Message], *, archive: bool) -> list[dict[str, Any]]:
     """Messages as Chat Completions message objects (a tool message gives one per result)."""
-    ids = stored_call_ids(messages) if archive else wire_call_ids(messages)
+    ids = common.stored_call_ids(messages) if archive else common.wire_call_ids(messages)
     out: list[dict[str, Any]] = []
     for message, wire_ids in zip(messages, ids, strict=True):
         if message.role == "tool":
@@ -85,16 +77,16 @@ def _content(parts: Sequence[Part], archive: bool) -> str | list[dict[str, Any]]
 def _part(part: Part, archive: bool) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
-    if isinstance(part, ImagePart) and (archive or part.media_type in IMAGE_TYPES):
-        return {"type": "image_url", "image_url": {"url": data_url(part.media_type, part.data)}}
+    if isinstance(part, ImagePart) and (archive or part.media_type in common.IMAGE_TYPES):
+        return {"type": "image_url", "image_url": {"url": common.data_url(part.media_type, part.data)}}
     if isinstance(part, DocumentPart):
         if archive or part.media_type == "application/pdf":
-            file: dict[str, Any] = {"file_data": data_url(part.media_type, part.data)}
+            file: dict[str, Any] = {"file_data": common.data_url(part.media_type, part.data)}
             filename = part.title if archive else part.title or "document.pdf"
             if filename is not None:
                 file = {"filename": filename, **file}
             return {"type": "file", "file": file}
-        text = plain_text(part)
+        text = common.plain_text(part)
         if text is not None:
             return {"type": "text", "text": text}
     if isinstance(part, (ImagePart, DocumentPart)):

@@ -40,6 +40,7 @@ from transcript.model.events import CapsSet, Event, MessageAppended, ProviderCap
 from transcript.model.hashing import body_hash
 from transcript.model.ids import new_message_id, utc_now
 from transcript.model.message import INTERRUPTED_RESULT, Message
+from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry, TranscriptSnapshot
 from transcript.session.fold import LiveSession
 from transcript.session.status import Status
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
     from planner.full import Reinject
     from planner.summary import Summarizer
     from transcript.model.checkpoint import Checkpoint
-    from transcript.model.result import CompactResult
     from transcript.model.state import SessionState
 
 # How often recording a served view retries when another writer moves the session on meanwhile.
@@ -326,10 +326,9 @@ class Transcript:
         only for storage faults: a failing summarizer is an outcome (`fallback_used`, `failed`).
         """
         options = self._options(budget_tokens, config, manual, force, shadow, summarizer)
-        quiet = self._quiet(options)
-        if quiet is not None:
-            return quiet
-        given = self._round_input(options.config)
+        given = self._round_input(options)
+        if isinstance(given, CompactResult):
+            return given
         return self._absorb(lambda: run_compact(self.events, given, options), options.config)
 
     async def acompact(
@@ -344,10 +343,9 @@ class Transcript:
     ) -> CompactResult:
         """`compact` for async loops: the summarizer may be a coroutine function."""
         options = self._options(budget_tokens, config, manual, force, shadow, summarizer)
-        quiet = self._quiet(options)
-        if quiet is not None:
-            return quiet
-        given = self._round_input(options.config)
+        given = self._round_input(options)
+        if isinstance(given, CompactResult):
+            return given
         try:
             outcome = await arun_compact(self.events, given, options)
         except BaseException:
@@ -361,8 +359,8 @@ class Transcript:
         Its marks and its result record commit in one transaction; a plan made from an older version
         of the session is a `ConflictError`, with nothing written.
         """
-        self._sync()
-        given = self._round_input(self.config)
+        given = self._round_input(None)
+        assert isinstance(given, RoundInput)
         deps = Deps(counter=self.counter, new_id=new_message_id, now=utc_now)
         return self._absorb(lambda: micro_compact(self.events, given, plan, deps=deps), None)
 
@@ -471,24 +469,27 @@ class Transcript:
             reinject=self.reinject,
         )
 
-    def _quiet(self, options: RoundOptions) -> CompactResult | None:
+    def _round_input(
+        self, options: RoundOptions | None, config: CompactConfig | None = None
+    ) -> RoundInput | CompactResult:
+        """What a round reads; or, below the micro threshold, the round's result itself (it does nothing)."""
         self._sync()
-        view = self._live.view(self.config)
-        latest = self._live.results[-1] if self._live.results else None
-        return quiet_result(view.tokens, len(view), options, latest)
-
-    def _round_input(self, config: CompactConfig) -> RoundInput:
         live = self._live
         view = live.view(self.config)
+        latest = live.results[-1] if live.results else None
+        if options is not None:
+            quiet = quiet_result(view.tokens, len(view), options, latest)
+            if quiet is not None:
+                return quiet
         fingerprint, seq = self._cursor
         return RoundInput(
             snapshot=live.snapshot(),
             view_tokens=view.tokens,
             view_items=len(view),
             caps=live.caps,
-            latest=live.results[-1] if live.results else None,
+            latest=latest,
             checkpoint=next((r.checkpoint for r in reversed(live.results) if r.checkpoint is not None), None),
-            cursor=seq if fingerprint == config.fingerprint() else 0,
+            cursor=seq if options is not None and fingerprint == options.config.fingerprint() else 0,
         )
 
     def _absorb(self, run: Any, config: CompactConfig | None) -> CompactResult:
