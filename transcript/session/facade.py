@@ -19,20 +19,8 @@ from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from mutate import (
-    Deps,
-    RoundInput,
-    RoundOptions,
-    RoundOutcome,
-    arun_compact,
-    micro_compact,
-    quiet_result,
-    run_compact,
-)
 from planner.config import CompactConfig
-from planner.continuation import continuation_prompt
 from planner.micro import MicroPlan
-from planner.summary import clip, latest_goal
 from projection.caps import caps_for
 from projection.view import View
 from transcript.model.errors import ConflictError, DuplicateMessage, InvalidSession
@@ -51,6 +39,7 @@ from transcript.store.sqlite import SqliteEventStore
 from transcript.tokens import CL100K, TokenCounter, get_counter
 
 if TYPE_CHECKING:
+    from mutate import RoundInput, RoundOptions, RoundOutcome
     from planner.full import Reinject
     from planner.summary import Summarizer
     from transcript.model.checkpoint import Checkpoint
@@ -325,6 +314,8 @@ class Transcript:
         straight to full compaction. `summarizer` overrides the transcript's for this round. It raises
         only for storage faults: a failing summarizer is an outcome (`fallback_used`, `failed`).
         """
+        from mutate import run_compact
+
         options = self._options(budget_tokens, config, manual, force, shadow, summarizer)
         given = self._round_input(options)
         if isinstance(given, CompactResult):
@@ -342,6 +333,8 @@ class Transcript:
         summarizer: Summarizer | None = None,
     ) -> CompactResult:
         """`compact` for async loops: the summarizer may be a coroutine function."""
+        from mutate import arun_compact
+
         options = self._options(budget_tokens, config, manual, force, shadow, summarizer)
         given = self._round_input(options)
         if isinstance(given, CompactResult):
@@ -359,6 +352,8 @@ class Transcript:
         Its marks and its result record commit in one transaction; a plan made from an older version
         of the session is a `ConflictError`, with nothing written.
         """
+        from mutate import Deps, RoundInput, micro_compact
+
         given = self._round_input(None)
         assert isinstance(given, RoundInput)
         deps = Deps(counter=self.counter, new_id=new_message_id, now=utc_now)
@@ -391,6 +386,8 @@ class Transcript:
 
     def continuation_prompt(self, result: CompactResult | None = None) -> str:
         """The hidden prompt that re-anchors the model after a compaction (default: the latest)."""
+        from planner.continuation import continuation_prompt
+
         chosen = result or self.latest_compact_result()
         return continuation_prompt(chosen) if chosen is not None else ""
 
@@ -427,6 +424,8 @@ class Transcript:
 
     def status(self) -> Status:
         """Light status: goal, last compaction, token estimate, breaker (SPEC §7)."""
+        from planner.summary import clip, latest_goal
+
         view = self.visible_messages()
         live = self._live
         results = live.results
@@ -458,6 +457,8 @@ class Transcript:
         shadow: bool,
         summarizer: Summarizer | None,
     ) -> RoundOptions:
+        from mutate import Deps, RoundOptions
+
         return RoundOptions(
             budget_tokens=budget,
             config=config or self.config,
@@ -469,10 +470,13 @@ class Transcript:
             reinject=self.reinject,
         )
 
-    def _round_input(
-        self, options: RoundOptions | None, config: CompactConfig | None = None
-    ) -> RoundInput | CompactResult:
-        """What a round reads; or, below the micro threshold, the round's result itself (it does nothing)."""
+    def _round_input(self, options: RoundOptions | None) -> RoundInput | CompactResult:
+        """What a round reads; or, below the micro threshold, the round's result itself (it does nothing).
+
+        Without options (a plan applied by hand) there is no threshold and no micro cursor.
+        """
+        from mutate import RoundInput, quiet_result
+
         self._sync()
         live = self._live
         view = live.view(self.config)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mutate.copy import fork_session, restore_session
 from transcript.model.errors import SessionNotFound
 from transcript.model.state import SessionState
 from transcript.session.facade import Transcript, check_session_id
@@ -113,6 +112,8 @@ class Store:
 
         The session must not exist yet; its view is the exported one, byte for byte.
         """
+        from mutate.copy import restore_session
+
         return self.session(restore_session(self.events, state, session_id), **settings)
 
     def fork(
@@ -123,6 +124,8 @@ class Store:
         Bodies are shared, the parent's marks up to that point are copied, and the fork's own
         compactions never touch the parent. `new_session_id` defaults to `<parent>@<point>`.
         """
+        from mutate.copy import fork_session
+
         point = None if at == "last" else int(at)
         head = self.head(session_id)[0]
         if head == 0:
