@@ -6,6 +6,7 @@ never write a flag and never call a provider.
 
 from planner.config import CompactConfig, ConfigWarning
 from planner.micro import MicroPlan, plan_micro, stale_boundary
+from planner.observations import is_observation
 from planner.trigger import CompactAction, determine_compact_action
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "ConfigWarning",
     "MicroPlan",
     "determine_compact_action",
+    "is_observation",
     "plan_micro",
     "stale_boundary",
 ]

@@ -6,7 +6,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from planner import CompactConfig, ConfigWarning, determine_compact_action, plan_micro, stale_boundary
+from planner import (
+    CompactConfig,
+    ConfigWarning,
+    determine_compact_action,
+    is_observation,
+    plan_micro,
+    stale_boundary,
+)
 from transcript import Message, Store, ToolCall, Transcript
 from transcript.model import ImagePart, TextPart
 
@@ -207,3 +214,20 @@ def test_planner_runs_on_a_snapshot_read_through_a_read_only_connection(tmp_path
     with Transcript.open(path, session_id="s", readonly=True) as t:
         plan = plan_micro(t.messages(), CompactConfig())
     assert len(plan.message_ids) == 2
+
+
+def _pair(previous: Message | None, message: Message) -> bool:
+    return is_observation(message, previous)
+
+
+def test_observations_are_named_by_metadata_by_a_text_action_before_them_or_by_a_wrapper() -> None:
+    acted = Message.assistant("let me look", metadata={"action": "ls -la\n"})
+    said = Message.assistant("done; anything else?")
+    assert _pair(acted, Message.user("total 0\ndrwxr-xr-x ..."))  # the action's output
+    assert not _pair(said, Message.user("yes, fix it"))  # an answer to a question is intent
+    assert _pair(None, Message.user("Added workspace context", metadata={"observation": "recall"}))
+    assert _pair(None, Message.user("[result of tool call 'c1' ...]", metadata={"orphan_result": "c1"}))
+    assert _pair(said, Message.user("<bash-stdout>hello</bash-stdout><bash-stderr></bash-stderr>"))
+    assert not _pair(None, Message.user("make the failing test pass"))
+    assert not _pair(acted, Message.assistant("more"))
+    assert not _pair(acted, Message.tool_result("c1", "x"))
