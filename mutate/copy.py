@@ -11,44 +11,82 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from transcript.model.codec import normalize_message
-from transcript.model.errors import ConflictError, InvalidMessage
-from transcript.model.events import Event, ForkedFrom, MessageAppended, ViewServed
+from transcript.model.errors import ConflictError, InvalidArgument, InvalidMessage
+from transcript.model.events import Event, ForkedFrom, MessageAppended, MessageMarked, ViewServed
 from transcript.model.hashing import body_hash
+from transcript.model.history import check_order
 from transcript.model.message import Message
-from transcript.model.state import SessionState
+from transcript.model.state import ExportedBody, SessionState
 from transcript.store.port import EventStore, NewBody, SessionWrite
 from transcript.store.writer import FlagWriter
+from transcript.tokens import TokenCounter, get_counter, message_tokens
 
 
-def restore_session(store: EventStore, state: SessionState, session_id: str | None = None) -> str:
-    """Rebuild an exported session under `session_id` (default: its own id); returns the id."""
-    target = session_id or state.session_id
-    if store.head(target)[0]:
-        raise ConflictError(f"session {target!r} already exists in {store.path}; restore into a new id")
-    bodies: dict[str, NewBody] = {}
-    for exported in state.bodies:
-        body = _body(exported.message, exported.tokens, exported.tokenizer)
-        if len(exported.tokens) != len(body.message.parts):
-            raise InvalidMessage(f"message {body.message.id!r}: token counts do not match its parts")
-        bodies[body.message.id] = body
-    next_seq = 0
-    for expected, record in enumerate(state.events, start=1):
-        if record.version != expected:
-            raise InvalidMessage(
-                f"event versions must run 1, 2, 3, ...; found {record.version} at {expected}"
-            )
-        event = record.event
+def restore_session(store: EventStore, state: SessionState, session_id: str, counter: TokenCounter) -> str:
+    """Rebuild an exported session under `session_id`; returns the id.
+
+    The document is untrusted: before anything is written it passes every check an append passes
+    (well-formed bodies, the pairing rule, token counts equal to a recount) and the log's own rules
+    (versions 1, 2, 3, ...; dense `seq`; marks naming appended messages; served-view records that fit
+    the view they describe). Raises `InvalidMessage` naming the first problem; nothing is written.
+    """
+    if store.head(session_id)[0]:
+        raise ConflictError(f"session {session_id!r} already exists in {store.path}; restore into a new id")
+    bodies = {body.message.id: body for body in (_restored(item, counter) for item in state.bodies)}
+    _check_log([record.version for record in state.events], [record.event for record in state.events], bodies)
+    _copy(store, session_id, [e.event for e in state.events], bodies)
+    return session_id
+
+
+def _restored(exported: ExportedBody, counter: TokenCounter) -> NewBody:
+    """An exported body, checked and hashed, with counts that must equal a recount by its tokenizer."""
+    body = _body(exported.message, exported.tokens, exported.tokenizer)
+    where = f"message {body.message.id!r}"
+    if len(body.tokens) != len(body.message.parts):
+        raise InvalidMessage(f"{where}: token counts do not match its parts")
+    recount = counter if exported.tokenizer == counter.name else _counter_named(exported.tokenizer, where)
+    if body.tokens != message_tokens(body.message, recount):
+        raise InvalidMessage(f"{where}: its token counts differ from a recount with {recount.name}")
+    return body
+
+
+def _counter_named(name: str, where: str) -> TokenCounter:
+    try:
+        return get_counter(name)
+    except InvalidArgument as exc:
+        raise InvalidMessage(f"{where}: counted by {name!r}, a tokenizer this release does not know") from exc
+
+
+def _check_log(versions: list[int], events: list[Event], bodies: Mapping[str, NewBody]) -> None:
+    """The rules of a session's log, checked on an untrusted copy (see `restore_session`)."""
+    appended: list[Message] = []
+    members: set[str] = set()
+    pending: dict[str, str] = {}
+    for expected, (version, event) in enumerate(zip(versions, events, strict=True), start=1):
+        where = f"event {expected}"
+        if version != expected:
+            raise InvalidMessage(f"event versions must run 1, 2, 3, ...; found {version} at {expected}")
         if isinstance(event, MessageAppended):
-            if event.seq != next_seq:
-                raise InvalidMessage(f"event {expected} appends seq {event.seq}, expected {next_seq}")
-            next_seq += 1
-            appended = bodies.get(event.message_id)
-            if appended is None or appended.hash != event.body_hash:
-                raise InvalidMessage(
-                    f"event {expected} appends {event.message_id!r} without its exported body"
-                )
-    _copy(store, target, [e.event for e in state.events], bodies)
-    return target
+            if event.seq != len(appended):
+                raise InvalidMessage(f"{where} appends seq {event.seq}, expected {len(appended)}")
+            body = bodies.get(event.message_id)
+            if body is None or body.hash != event.body_hash:
+                raise InvalidMessage(f"{where} appends {event.message_id!r} without its exported body")
+            pending = check_order(pending, [body.message])
+            appended.append(body.message)
+            members.add(event.message_id)
+        elif isinstance(event, MessageMarked) and event.message_id not in members:
+            raise InvalidMessage(f"{where} marks {event.message_id!r}, which the log has not appended")
+        elif isinstance(event, ViewServed):
+            _check_served(event, len(appended) + 1, where)
+
+
+def _check_served(record: ViewServed, most: int, where: str) -> None:
+    """A served-view record describes a view no longer than the history, by positions inside it."""
+    if not 0 <= record.length <= most or record.tokens < 0:
+        raise InvalidMessage(f"{where}: a served view of {record.length} messages, {record.tokens} tokens")
+    if any(not 0 <= position < record.length for position, _ in record.changed):
+        raise InvalidMessage(f"{where}: a served-view record names positions outside its view")
 
 
 def fork_session(store: EventStore, parent_id: str, point: int | None, session_id: str) -> str:

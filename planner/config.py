@@ -7,13 +7,31 @@ renders: directives freeze the numbers they use.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 import msgspec
 
+from transcript.model.errors import InvalidArgument
+
 DEFAULT_PROTECTED_TOOLS: Final = ("Agent", "Task", "AskUserQuestion", "goal", "TodoWrite")
+
+
+def _check_types(config: msgspec.Struct) -> None:
+    """Every field of the type it declares (a float field takes an int; a tuple field any sequence),
+    and every number finite: a config is plain data, checked when it is built."""
+    for field in msgspec.structs.fields(config):
+        value = getattr(config, field.name)
+        try:
+            converted = msgspec.convert(value, field.type)
+        except msgspec.ValidationError as exc:
+            raise InvalidArgument(f"{field.name}={value!r}: {exc}") from None
+        if isinstance(converted, float) and not math.isfinite(converted):
+            raise InvalidArgument(f"{field.name} must be a finite number, not {value!r}")
+        if converted is not value:
+            msgspec.structs.force_setattr(config, field.name, converted)
 
 
 class ConfigWarning(UserWarning):
@@ -40,6 +58,7 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     smart_compact_enabled: bool = False
 
     def __post_init__(self) -> None:
+        _check_types(self)
         for name in ("micro_compact_threshold", "auto_compact_threshold"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -67,21 +86,18 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
             "reinject_max_tokens",
         ):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative")
-        if self.micro_stale_unit not in ("step", "turn"):
-            raise ValueError(f"micro_stale_unit must be 'step' or 'turn', not {self.micro_stale_unit!r}")
-        msgspec.structs.force_setattr(self, "micro_excluded_tools", tuple(self.micro_excluded_tools))
+                raise InvalidArgument(f"{name} must not be negative")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> CompactConfig:
         """A config from plain data (e.g. parsed TOML/JSON), types checked; unknown keys are refused."""
         unknown = sorted(set(data) - set(cls.__struct_fields__))
         if unknown:
-            raise ValueError(f"invalid compaction config: unknown setting {unknown[0]!r}")
+            raise InvalidArgument(f"invalid compaction config: unknown setting {unknown[0]!r}")
         try:
             return msgspec.convert(dict(data), type=cls)
         except msgspec.ValidationError as exc:
-            raise ValueError(f"invalid compaction config: {exc}") from exc
+            raise InvalidArgument(f"invalid compaction config: {exc}") from exc
 
     def is_protected(self, tool_name: str | None) -> bool:
         """Whether micro compaction keeps this tool's inputs and outputs whole (case-insensitive)."""

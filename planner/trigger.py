@@ -12,6 +12,7 @@ from typing import Literal, TypeAlias
 import msgspec
 
 from planner.config import CompactConfig
+from transcript.model.errors import InvalidArgument
 
 ActionKind: TypeAlias = Literal["none", "micro", "micro_then_full", "full"]
 
@@ -25,6 +26,15 @@ class CompactAction(msgspec.Struct, frozen=True, kw_only=True):
     projected_use: float
 
 
+def check_budget(budget_tokens: object) -> int:
+    """A budget is a positive whole number of tokens; anything else is refused with `InvalidArgument`."""
+    if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens <= 0:
+        raise InvalidArgument(
+            f"budget_tokens must be a positive whole number of tokens, not {budget_tokens!r}"
+        )
+    return budget_tokens
+
+
 def determine_compact_action(
     view_tokens: int,
     budget_tokens: int,
@@ -34,8 +44,7 @@ def determine_compact_action(
     force: bool = False,
 ) -> CompactAction:
     """Decide a round: `view_tokens` now, what micro would save, against the budget."""
-    if budget_tokens <= 0:
-        raise ValueError(f"budget_tokens must be positive, not {budget_tokens}")
+    check_budget(budget_tokens)
     use = view_tokens / budget_tokens
     projected = max(0, view_tokens - micro_savings) / budget_tokens
     if force:

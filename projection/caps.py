@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from transcript.model import ProviderCaps as ProviderCaps
+from transcript.model.errors import InvalidArgument
+from transcript.model.events import ProviderCaps as ProviderCaps
 
 NEUTRAL: Final = ProviderCaps()
 KNOWN_PROVIDERS: Final = {
@@ -25,7 +26,7 @@ def caps_for(provider: str | ProviderCaps | None) -> ProviderCaps:
         return NEUTRAL
     if isinstance(provider, ProviderCaps):
         return provider
-    try:
-        return KNOWN_PROVIDERS[provider]
-    except KeyError:
-        raise ValueError(f"unknown provider {provider!r} (known: {', '.join(KNOWN_PROVIDERS)})") from None
+    known = KNOWN_PROVIDERS.get(provider) if isinstance(provider, str) else None
+    if known is None:
+        raise InvalidArgument(f"unknown provider {provider!r} (known: {', '.join(KNOWN_PROVIDERS)})")
+    return known

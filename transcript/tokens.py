@@ -34,7 +34,7 @@ from transcript.model import (
     ToolResult,
     media_tokens,
 )
-from transcript.model.errors import TokenizerUnavailable
+from transcript.model.errors import InvalidArgument, TokenizerUnavailable
 
 if TYPE_CHECKING:
     import tiktoken
@@ -166,13 +166,15 @@ _SHARED: dict[str, TokenCounter] = {}
 
 def get_counter(name: str = CL100K) -> TokenCounter:
     """The process-wide counter for a tokenizer name (`cl100k_base` or `chars/4`)."""
+    if not isinstance(name, str):
+        raise InvalidArgument(f"a tokenizer is named by a string, not {type(name).__name__}")
     if name not in _SHARED:
         if name == CL100K:
             _SHARED[name] = Cl100kCounter()
         elif name == CHARS_PER_TOKEN:
             _SHARED[name] = CharEstimate()
         else:
-            raise ValueError(f"unknown tokenizer {name!r} (expected {CL100K!r} or {CHARS_PER_TOKEN!r})")
+            raise InvalidArgument(f"unknown tokenizer {name!r} (expected {CL100K!r} or {CHARS_PER_TOKEN!r})")
     return _SHARED[name]
 
 

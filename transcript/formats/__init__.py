@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Final
 
 from transcript.formats.base import FormatError, ParsedSession, Repair
+from transcript.model.errors import InvalidArgument
 
 # format name -> module whose `parse(path) -> list[ParsedSession]` reads it
 IMPORTERS: Final = {
@@ -25,9 +26,9 @@ IMPORTERS: Final = {
 
 def parse(path: str | Path, format: str) -> list[ParsedSession]:
     """The sessions of a file in a named format; raises `FormatError` naming the bad line."""
-    module = IMPORTERS.get(format)
+    module = IMPORTERS.get(format) if isinstance(format, str) else None
     if module is None:
-        raise ValueError(f"unknown format {format!r} (expected one of: auto, {', '.join(IMPORTERS)})")
+        raise InvalidArgument(f"unknown format {format!r} (expected one of: auto, {', '.join(IMPORTERS)})")
     parser: Callable[[str | Path], list[ParsedSession]] = importlib.import_module(module).parse
     return parser(path)
 

@@ -15,6 +15,10 @@ class InvalidMessage(TranscriptError, ValueError):
     """A message (or record) is malformed and was refused; nothing was stored."""
 
 
+class InvalidArgument(TranscriptError, ValueError):
+    """A parameter of a call is of the wrong type or out of range; nothing was done."""
+
+
 class DuplicateMessage(TranscriptError):
     """A `message_id` already exists in the store with other content."""
 

@@ -24,13 +24,12 @@ from transcript.model import (
     Message,
     MessageAppended,
     MessageMarked,
-    ToolCall,
-    ToolResult,
     TranscriptSnapshot,
     ViewServed,
     apply_mark,
 )
-from transcript.model.errors import InvalidMessage, StoreCorrupted
+from transcript.model.errors import StoreCorrupted
+from transcript.model.history import check_order, pending_after
 from transcript.model.result import CompactResult
 from transcript.session.incremental import LiveView
 
@@ -59,7 +58,7 @@ class LiveSession:
         self.positions[message.id] = entry.seq
         self.entries.append(entry)
         self.stored_tokens += entry.token_count
-        self.pending = _pending_after(self.pending, message)
+        self.pending = pending_after(self.pending, message)
         if message.role == "assistant":
             self.step_starts.append(entry.seq)
         elif message.role == "user" and message.kind == "message":
@@ -84,7 +83,7 @@ class LiveSession:
                 self.turn_starts.append(entry.seq)
         tail = self.entries[self.step_starts[-1] :] if self.step_starts else []
         for entry in tail:
-            self.pending = _pending_after(self.pending, entry.message)
+            self.pending = pending_after(self.pending, entry.message)
         self.rendered.reset()
 
     def mark(self, mark: MessageMarked) -> None:
@@ -174,50 +173,9 @@ class LiveSession:
         )
 
     def check_order(self, messages: Iterable[Message]) -> None:
-        """Refuse a batch that would leave a tool result without its call, or a call without its result.
-
-        Calls may stay pending only at the end (the loop is mid-step); anything else appended while
-        calls are pending would give providers an invalid history.
-        """
-        pending = dict(self.pending)
-        for message in messages:
-            if message.role == "tool":
-                for result in message.tool_results:
-                    if result.call_id not in pending:
-                        raise InvalidMessage(
-                            f"message {message.id!r}: tool result answers call {result.call_id!r}, which is "
-                            f"not pending (pending: {_names(pending)})"
-                        )
-                    del pending[result.call_id]
-            elif message.kind != "summary" and pending:
-                raise InvalidMessage(
-                    f"message {message.id!r}: tool calls {_names(pending)} are still unanswered; append "
-                    "their results first (or call repair_interrupted() after a crash)"
-                )
-            else:
-                pending = _pending_after(pending, message)
-
-
-def _pending_after(pending: dict[str, str], message: Message) -> dict[str, str]:
-    """The calls still pending after `message` (a new dict; `pending` is left as it was)."""
-    role = message.role
-    if role == "assistant":
-        return {part.id: part.name for part in message.parts if isinstance(part, ToolCall)}
-    if role == "tool":
-        if not pending:
-            return pending
-        remaining = dict(pending)
-        for part in message.parts:
-            if isinstance(part, ToolResult):
-                remaining.pop(part.call_id, None)
-        return remaining
-    if message.kind == "summary" or not pending:
-        return pending
-    return {}
-
-
-def _names(pending: Mapping[str, str]) -> str:
-    return ", ".join(repr(call_id) for call_id in pending) or "none"
+        """Refuse a batch that would break the pairing rule after this session's history
+        (`transcript.model.history.check_order`)."""
+        check_order(self.pending, messages)
 
 
 def apply_served(served: list[str], record: ViewServed) -> None:

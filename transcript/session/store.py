@@ -10,11 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from transcript.model.errors import SessionNotFound
+from transcript.model.errors import InvalidArgument, SessionNotFound
 from transcript.model.state import SessionState
 from transcript.session.facade import Transcript, check_session_id
 from transcript.session.importing import ImportReport, import_file
-from transcript.store.connection import default_path
 from transcript.store.port import EventStore, SessionInfo
 from transcript.store.sqlite import SqliteEventStore
 from transcript.tokens import CL100K, TokenCounter, get_counter
@@ -46,8 +45,7 @@ class Store:
         `tokenizer` is `cl100k_base` (exact) or `chars/4` (an estimate, only when asked for).
         """
         get_counter(tokenizer)
-        target = str(path) if path is not None else default_path()
-        backend = SqliteEventStore.open(target, readonly=readonly, timeout=timeout, synchronous=synchronous)
+        backend = SqliteEventStore.open(path, readonly=readonly, timeout=timeout, synchronous=synchronous)
         return cls(backend, tokenizer=tokenizer)
 
     @property
@@ -87,6 +85,7 @@ class Store:
 
     def head(self, session_id: str) -> tuple[int, str]:
         """The session's latest version and event hash (0 and the genesis hash when empty)."""
+        check_session_id(session_id)
         return self.events.head(session_id)
 
     def has_session(self, session_id: str) -> bool:
@@ -110,11 +109,17 @@ class Store:
     def restore(self, state: SessionState, *, session_id: str | None = None, **settings: Any) -> Transcript:
         """Rebuild an exported session (`Transcript.export_state()`) in this file, in one transaction.
 
-        The session must not exist yet; its view is the exported one, byte for byte.
+        The session must not exist yet; its view is the exported one, byte for byte. The document is
+        checked as an append would check it before anything is written (`InvalidMessage`).
         """
         from mutate.copy import restore_session
 
-        return self.session(restore_session(self.events, state, session_id), **settings)
+        if not isinstance(state, SessionState):
+            raise InvalidArgument(f"restore takes a SessionState, not {type(state).__name__}")
+        target = session_id if session_id is not None else state.session_id
+        check_session_id(target)
+        restore_session(self.events, state, target, self.counter)
+        return self.session(target, **settings)
 
     def fork(
         self, session_id: str, *, at: int | str = "last", new_session_id: str | None = None, **settings: Any
@@ -126,9 +131,14 @@ class Store:
         """
         from mutate.copy import fork_session
 
+        check_session_id(session_id)
+        if at != "last" and (isinstance(at, bool) or not isinstance(at, int) or at < 1):
+            raise InvalidArgument(f"at must be 'last' or a version (1 or more), not {at!r}")
         point = None if at == "last" else int(at)
         head = self.head(session_id)[0]
         if head == 0:
             raise SessionNotFound(f"no session {session_id!r} in {self.path}")
-        target = new_session_id or f"{session_id}@{point if point is not None else head}"
-        return self.session(fork_session(self.events, session_id, point, target), **settings)
+        target = new_session_id if new_session_id is not None else f"{session_id}@{point or head}"
+        check_session_id(target)
+        fork_session(self.events, session_id, point, target)
+        return self.session(target, **settings)

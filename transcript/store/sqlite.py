@@ -22,6 +22,7 @@ from transcript.model.codec import MESSAGE_DECODER, decode_message
 from transcript.model.errors import (
     ConflictError,
     DuplicateMessage,
+    InvalidArgument,
     SchemaError,
     StoreReadOnly,
     TranscriptError,
@@ -67,13 +68,24 @@ class SqliteEventStore:
 
     @classmethod
     def open(
-        cls, path: str | Path, *, readonly: bool = False, timeout: float = 5.0, synchronous: str = "FULL"
+        cls,
+        path: str | Path | None = None,
+        *,
+        readonly: bool = False,
+        timeout: float = 5.0,
+        synchronous: str = "FULL",
     ) -> SqliteEventStore:
-        """Open (and, unless read-only, create or migrate) a store file; `":memory:"` is private."""
+        """Open (and, unless read-only, create or migrate) a store file; `":memory:"` is private.
+
+        `path` defaults to `$TRANSCRIPT_DB` or `./transcript.db`. Bad arguments raise `InvalidArgument`
+        before anything is opened.
+        """
+        target = _path(path)
         sync = SYNC_MODES.get(synchronous.upper()) if isinstance(synchronous, str) else None
         if sync is None:
-            raise ValueError(f"synchronous must be one of {', '.join(SYNC_MODES)}, not {synchronous!r}")
-        target = str(path)
+            raise InvalidArgument(f"synchronous must be one of {', '.join(SYNC_MODES)}, not {synchronous!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < 1e9:
+            raise InvalidArgument(f"timeout must be a number of seconds (0 or more), not {timeout!r}")
         conn = connection.connect(target, readonly=readonly, timeout=timeout, synchronous=sync)
         try:
             with connection.translated(f"opening {target}"):
@@ -288,6 +300,22 @@ class SqliteEventStore:
             "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body) VALUES (?, ?, ?, ?, ?)", rows
         )
         return reused
+
+
+def _path(path: object) -> str:
+    """The store's path as text: the default when None; refused when it cannot name a file."""
+    if path is None:
+        return connection.default_path()
+    if not isinstance(path, (str, Path)):
+        raise InvalidArgument(f"a store path is a str or a Path, not {type(path).__name__}")
+    target = str(path)
+    if not target or "\x00" in target:
+        raise InvalidArgument(f"{target!r} cannot name a file (empty, or a NUL character)")
+    try:
+        target.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(f"{target!r} cannot name a file (not valid Unicode)") from exc
+    return target
 
 
 def _decode_events(rows: Iterable[tuple[int, bytes]]) -> list[tuple[int, Event]]:
