@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,7 @@ def export(
     if output is None:
         click.echo(data.decode())
     else:
-        output.write_bytes(data + b"\n")
+        write_private(output, data + b"\n")
         click.echo(f"wrote {output}", err=True)
 
 
@@ -153,3 +154,14 @@ def _history(messages: list[Any], wire: str) -> bytes:
 
         return msgspec.json.encode(anthropic_export(messages))
     return msgspec.json.encode(messages)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write an export readable by its owner only, as the store itself is (a file that exists keeps
+    its mode)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {safe(str(path))}: {exc.strerror}") from exc
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)

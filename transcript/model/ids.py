@@ -1,4 +1,4 @@
-"""Message ids and times: time-ordered UUIDv7 ids, timezone-aware UTC timestamps."""
+"""Ids and times: time-ordered UUIDv7 message ids, the rule for session ids, UTC timestamps."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import os
 import threading
 import time
 from datetime import UTC, datetime
+
+from transcript.model.errors import InvalidSession
 
 
 def utc_now() -> datetime:
@@ -45,3 +47,15 @@ _ID_CLOCK = _IdClock()
 def new_message_id() -> str:
     """A new time-ordered message id (UUIDv7 text form)."""
     return _ID_CLOCK.next()
+
+
+def check_session_id(session_id: object) -> None:
+    """Refuse a session id that is not a non-empty, valid-Unicode string of at most 256 characters."""
+    if not isinstance(session_id, str) or not session_id or len(session_id) > 256:
+        raise InvalidSession(
+            f"session id must be a non-empty string of at most 256 characters, not {session_id!r}"
+        )
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidSession(f"session id {session_id!r} is not valid Unicode (lone surrogate)") from exc

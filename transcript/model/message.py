@@ -259,8 +259,14 @@ def check_message(message: Message) -> None:
         raise InvalidMessage(f"{where}: id must be a non-empty string of at most 256 characters")
     if message.role not in _ALLOWED_PARTS:
         raise InvalidMessage(f"{where}: unknown role {message.role!r} (expected one of {', '.join(ROLES)})")
-    if not isinstance(message.created_at, datetime) or message.created_at.tzinfo is None:
+    if not isinstance(message.created_at, datetime) or message.created_at.utcoffset() is None:
         raise InvalidMessage(f"{where}: created_at must be a timezone-aware datetime")
+    offset = message.created_at.utcoffset()
+    if offset is not None and (offset.seconds % 60 or offset.microseconds):
+        raise InvalidMessage(
+            f"{where}: created_at's UTC offset {offset} has seconds, which a stored time cannot keep; "
+            "give the time in UTC or with a whole-minute offset"
+        )
     if message.kind not in ("message", "summary", "meta"):
         raise InvalidMessage(f"{where}: unknown kind {message.kind!r}")
     if message.kind == "summary" and message.role != "user":

@@ -21,12 +21,18 @@ from typing import TYPE_CHECKING, Any, Final
 
 from planner.config import CompactConfig
 from planner.micro import MicroPlan
+from planner.trigger import check_budget
 from projection.caps import caps_for
 from projection.view import View
-from transcript.model.errors import ConflictError, DuplicateMessage, InvalidSession
+from transcript.model.errors import (
+    ConflictError,
+    DuplicateMessage,
+    InvalidArgument,
+    InvalidMessage,
+)
 from transcript.model.events import CapsSet, Event, MessageAppended, ProviderCaps
 from transcript.model.hashing import body_hash
-from transcript.model.ids import new_message_id, utc_now
+from transcript.model.ids import check_session_id as check_session_id, new_message_id, utc_now
 from transcript.model.message import INTERRUPTED_RESULT, Message
 from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry, TranscriptSnapshot
@@ -47,18 +53,6 @@ if TYPE_CHECKING:
 
 # How often recording a served view retries when another writer moves the session on meanwhile.
 _RECORD_ATTEMPTS: Final = 3
-
-
-def check_session_id(session_id: object) -> None:
-    """Refuse a session id that is not a non-empty, valid-Unicode string of at most 256 characters."""
-    if not isinstance(session_id, str) or not session_id or len(session_id) > 256:
-        raise InvalidSession(
-            f"session id must be a non-empty string of at most 256 characters, not {session_id!r}"
-        )
-    try:
-        session_id.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidSession(f"session id {session_id!r} is not valid Unicode (lone surrogate)") from exc
 
 
 class Transcript:
@@ -192,6 +186,8 @@ class Transcript:
         writer appended since, it raises `ConflictError`, nothing is written, and this transcript has
         caught up, so the loop can look at the new state and retry.
         """
+        if isinstance(messages, (str, bytes, Message)) or not isinstance(messages, Sequence):
+            raise InvalidMessage(f"append_turn takes a list of messages, not {type(messages).__name__}")
         live = self._live
         prepared: list[NewBody] = []
         result: list[Message] = []
@@ -459,8 +455,10 @@ class Transcript:
     ) -> RoundOptions:
         from mutate import Deps, RoundOptions
 
+        if config is not None and not isinstance(config, CompactConfig):
+            raise InvalidArgument(f"config must be a CompactConfig, not {type(config).__name__}")
         return RoundOptions(
-            budget_tokens=budget,
+            budget_tokens=check_budget(budget),
             config=config or self.config,
             deps=Deps(counter=self.counter, new_id=new_message_id, now=utc_now),
             manual=manual,

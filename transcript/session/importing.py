@@ -8,15 +8,19 @@ file's (a recorded session that kept growing).
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
 import msgspec
 
 from transcript.formats import detect_format, parse
-from transcript.formats.base import ParsedSession, Repair
-from transcript.model.errors import ConflictError, InvalidMessage
+from transcript.formats.base import FormatError, ParsedSession, Repair
+from transcript.model.errors import ConflictError, InvalidArgument, InvalidMessage
 from transcript.model.events import Event, MessageAppended, SessionStarted
+from transcript.model.ids import check_session_id
 from transcript.session.fold import LiveSession
 from transcript.store.bodies import prepare
 from transcript.store.port import EventStore, NewBody, SessionWrite
@@ -59,10 +63,30 @@ def import_file(
     store: EventStore, counter: TokenCounter, path: str | Path, format: str = "auto"
 ) -> ImportReport:
     """Parse a file (detecting its format unless given) and store its sessions in one transaction."""
+    _check_file(path)
     name = detect_format(path) if format == "auto" else format
     parsed = parse(path, name)
     reports = import_sessions(store, counter, parsed, source=f"{name}:{Path(path).name}")
     return ImportReport(path=str(path), format=name, sessions=tuple(reports))
+
+
+# The largest file an import reads (recorded sessions run to tens of MB; this refuses a mistake).
+MAX_IMPORT_BYTES: Final = 1 << 30
+
+
+def _check_file(path: object) -> None:
+    """A regular file of a readable size, or a `FormatError` saying what it is instead."""
+    if not isinstance(path, (str, Path)):
+        raise InvalidArgument(f"import_file takes a path, not {type(path).__name__}")
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError) as exc:
+        raise FormatError(path, None, f"cannot read it: {getattr(exc, 'strerror', None) or exc}") from exc
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise FormatError(path, None, f"{kind}; an import reads a recorded session file")
+    if info.st_size > MAX_IMPORT_BYTES:
+        raise FormatError(path, None, f"{info.st_size:,} bytes; an import reads at most {MAX_IMPORT_BYTES:,}")
 
 
 def import_sessions(
@@ -73,6 +97,7 @@ def import_sessions(
     writes: list[SessionWrite] = []
     reports: list[SessionReport] = []
     for session in parsed:
+        check_session_id(session.session_id)
         if session.session_id in seen:
             raise InvalidMessage(f"{source}: session id {session.session_id!r} appears twice in one import")
         seen.add(session.session_id)
