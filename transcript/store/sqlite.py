@@ -246,7 +246,7 @@ class SqliteEventStore:
         rows = []
         for event in events:
             version += 1
-            payload = EVENT_ENCODER.encode(event)
+            payload = _payload(event)
             prev = event_hash(prev, session_id, version, recorded_at, payload)
             seq, message_id = (
                 (event.seq, event.message_id) if isinstance(event, MessageAppended) else (None, None)
@@ -300,6 +300,19 @@ class SqliteEventStore:
             "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body) VALUES (?, ?, ?, ?, ?)", rows
         )
         return reused
+
+
+def _payload(event: Event) -> bytes:
+    """An event's stored bytes, after checking they read back as the very same event: a write that
+    could not be read again (a float where a count belongs, NaN, a lone surrogate) is refused."""
+    try:
+        payload = EVENT_ENCODER.encode(event)
+        again = EVENT_DECODER.decode(payload)
+    except (msgspec.EncodeError, msgspec.DecodeError, TypeError, OverflowError, UnicodeEncodeError) as exc:
+        raise InvalidArgument(f"a {event.kind} event cannot be stored ({exc}); nothing was written") from exc
+    if again != event:
+        raise InvalidArgument(f"a {event.kind} event would not read back as written; nothing was written")
+    return payload
 
 
 def _path(path: object) -> str:
