@@ -1,9 +1,12 @@
-"""Content hashes of bodies and the per-session hash chain of events.
+"""Content hashes and record digests of bodies, and the per-session hash chain of events.
 
-A body's hash covers what the message says (role, kind, anchor, parts), not where or when it was
-stored (`seq`, `created_at`, token counts, metadata), so a fork or a re-import of the same content
-hashes the same. An event's hash covers its session, version, time and payload bytes and the hash of
-the event before it, so editing, removing or reordering any event breaks every later link.
+A body's content hash covers what the message says (role, kind, anchor, parts), not where or when it
+was stored, so a fork or a re-import of the same content hashes the same; the event chain holds it. A
+body's record digest covers everything a view renders or counts: the message's canonical bytes
+(`created_at`, `metadata` and all), its per-part token counts and the tokenizer that made them, so
+`verify` names any edit of a stored body. An event's hash covers its session, version, time and
+payload bytes and the hash of the event before it, so editing, removing or reordering any event
+breaks every later link.
 """
 
 from __future__ import annotations
@@ -48,4 +51,16 @@ def event_hash(prev_hash: str, session_id: str, version: int, recorded_at: str, 
     digest = _sha256(_ENCODER.encode([prev_hash, session_id, version, recorded_at]))
     digest.update(b"\n")
     digest.update(payload)
+    return digest.hexdigest()
+
+
+def record_digest(body: bytes, tokens: bytes, tokenizer: str) -> str:
+    """The record digest of a stored body (hex sha256) from its canonical bytes: the message's JSON,
+    the JSON of its per-part counts, and the tokenizer's name."""
+    digest = _sha256(b"transcript-store record\n")
+    digest.update(_ENCODER.encode(tokenizer))
+    digest.update(b"\n")
+    digest.update(tokens)
+    digest.update(b"\n")
+    digest.update(body)
     return digest.hexdigest()

@@ -32,6 +32,7 @@ from transcript.model.errors import StoreCorrupted
 from transcript.model.history import check_order, pending_after
 from transcript.model.result import CompactResult
 from transcript.session.incremental import LiveView
+from transcript.store.port import UnreadableEvent
 
 
 class LiveSession:
@@ -99,11 +100,26 @@ class LiveSession:
             self.rendered.marked(before, after)
 
     def apply(
-        self, version: int, event: Event, bodies: Mapping[str, tuple[Message, tuple[int, ...]]]
+        self,
+        version: int,
+        event: Event | UnreadableEvent,
+        bodies: Mapping[str, tuple[Message, tuple[int, ...]]],
     ) -> None:
-        """Apply one event read from the log (`bodies` holds the bodies its appends refer to)."""
-        if isinstance(event, MessageAppended):
-            message, tokens = bodies[event.message_id]
+        """Apply one event read from the log (`bodies` holds the bodies its appends refer to).
+
+        A damaged mark (`UnreadableEvent`) is applied as a diagnostic: the view is rebuilt from what
+        can be read and says so (`MARK_UNREADABLE`).
+        """
+        if isinstance(event, UnreadableEvent):
+            self.rendered.unreadable(version, event.reason)
+        elif isinstance(event, MessageAppended):
+            body = bodies.get(event.message_id)
+            if body is None:
+                raise StoreCorrupted(
+                    f"session {self.session_id!r}: event {version} appends {event.message_id!r}, "
+                    "whose body is not stored (run `transcript verify`)"
+                )
+            message, tokens = body
             if event.seq != len(self.entries):
                 raise StoreCorrupted(
                     f"session {self.session_id!r}: event {version} appends seq {event.seq}, "
@@ -179,14 +195,15 @@ class LiveSession:
 
 
 def apply_served(served: list[str], record: ViewServed) -> None:
-    """The digests of the last served view, after one more record (in place)."""
+    """The digests of the last served view, after one more record (in place). Positions outside the
+    record's own view are ignored: a record never makes the list longer than the view it describes."""
     del served[record.length :]
     for position, digest in record.changed:
-        if position < len(served):
-            served[position] = digest
-        else:
-            served.extend([""] * (position - len(served)))
-            served.append(digest)
+        if not 0 <= position < record.length:
+            continue
+        if position >= len(served):
+            served.extend([""] * (position + 1 - len(served)))
+        served[position] = digest
 
 
 def _changed(digests: Sequence[str], served: Sequence[str]) -> list[tuple[int, str]]:

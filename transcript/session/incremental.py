@@ -17,6 +17,7 @@ from planner.micro import plan_micro
 from projection.caps import NEUTRAL, ProviderCaps
 from projection.digest import chunk_hash, combine, message_digest
 from projection.directives import (
+    MARK_UNREADABLE,
     PROJECTION_REBUILT,
     RENDER_FAILED,
     Invalid,
@@ -57,6 +58,19 @@ class LiveView:
             self.caps = caps
             self._order = None
             self._cached = None
+
+    def unreadable(self, version: int, reason: str) -> None:
+        """A stored mark could not be read: the view is rebuilt from what can be, and says so."""
+        self._cached = None
+        self._problems[f"#event-{version}"] = Invalid(
+            code=MARK_UNREADABLE,
+            message_id="",
+            detail=f"the mark stored as event {version} cannot be read: {reason}",
+        )
+
+    def unusable(self) -> tuple[str, ...]:
+        """Messages whose stored directive cannot be used (a later round may supersede it)."""
+        return tuple(key for key in self._problems if not key.startswith("#"))
 
     def appended(self, entry: Entry) -> None:
         """A message joined the history."""
@@ -220,7 +234,7 @@ class LiveView:
         """SPEC §5: a render error gives the canonical view; an untrusted directive, a rebuilt one."""
         first = next(iter(self._problems.values()))
         said = [
-            Diagnostic(code=p.code, message=p.detail, message_id=p.message_id)
+            Diagnostic(code=p.code, message=p.detail, message_id=p.message_id or None)
             for p in self._problems.values()
         ]
         if first.code == RENDER_FAILED:

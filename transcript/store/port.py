@@ -69,6 +69,17 @@ class StoredBody(NamedTuple):
     tokens: tuple[int, ...]
 
 
+class UnreadableEvent(NamedTuple):
+    """A stored mark event that cannot be read (damaged bytes): what the fold gets in its place.
+
+    A session with one keeps opening; its view says so (`MARK_UNREADABLE`) and is rebuilt from what
+    can be read. Any other stored data that cannot be read raises `StoreCorrupted`.
+    """
+
+    kind: str
+    reason: str
+
+
 class LogRecord(NamedTuple):
     """One event of a session's log as stored: its version, when it was recorded, what it says."""
 
@@ -82,7 +93,7 @@ class LoadedSession(NamedTuple):
 
     version: int
     bodies: list[StoredBody]
-    events: list[tuple[int, Event]]
+    events: list[tuple[int, Event | UnreadableEvent]]
 
 
 class EventStore(Protocol):
@@ -109,8 +120,9 @@ class EventStore(Protocol):
 
     def read_since(
         self, session_id: str, version: int
-    ) -> tuple[list[tuple[int, Event]], dict[str, StoredBody]]:
-        """Events after `version`, and the bodies their appends refer to."""
+    ) -> tuple[list[tuple[int, Event | UnreadableEvent]], dict[str, StoredBody]]:
+        """Events after `version` (a damaged mark as an `UnreadableEvent`), and the bodies their
+        appends refer to."""
         ...
 
     def read_log(

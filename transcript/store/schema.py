@@ -3,16 +3,20 @@
 Bodies and events are append-only: triggers make the database itself refuse UPDATE, DELETE and
 REPLACE on them, so no code path (ours or a stray `sqlite3` shell) can rewrite what was stored. A
 session's history (`seq -> message_id`) is carried by its append events, in their `seq` and
-`message_id` columns, and shown by the `history` view; one fewer table to write per turn. A file that
-records a migration this release does not know was written by a newer release and is refused.
+`message_id` columns, and shown by the `history` view; one fewer table to write per turn. Each body
+carries its record digest; each session's head (version and hash of its last event) is kept in
+`heads`, which only moves forward, so `verify` can tell a log whose tail or whole was deleted. A file
+that records a migration this release does not know was written by a newer release and is refused.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from transcript.model.errors import SchemaError
+from transcript.model.hashing import record_digest
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -61,9 +65,6 @@ _KEYS: Final = {
     "bodies": "message_id = NEW.message_id OR id = NEW.id",
     "events": "session_id = NEW.session_id AND version = NEW.version",
 }
-GUARDS: Final = tuple(
-    f"{table}_refuse_{verb}" for table in APPEND_ONLY_TABLES for verb in ("update", "delete", "replace")
-)
 
 
 def _guard_statements(table: str) -> list[str]:
@@ -81,11 +82,72 @@ def _guard_statements(table: str) -> list[str]:
     return guards
 
 
-def _build_migrations() -> list[tuple[str, list[str]]]:
+HEAD_GUARDS: Final = (
+    "CREATE TRIGGER heads_refuse_delete BEFORE DELETE ON heads "
+    "BEGIN SELECT RAISE(ABORT, 'transcript-store: a session head is never deleted'); END",
+    "CREATE TRIGGER heads_refuse_backwards BEFORE UPDATE ON heads "
+    "WHEN NEW.version <= OLD.version OR NEW.session_id <> OLD.session_id "
+    "BEGIN SELECT RAISE(ABORT, 'transcript-store: a session head only moves forward'); END",
+    "CREATE TRIGGER heads_refuse_replace BEFORE INSERT ON heads "
+    "WHEN EXISTS (SELECT 1 FROM heads WHERE session_id = NEW.session_id) "
+    "BEGIN SELECT RAISE(ABORT, 'transcript-store: a session head is moved, never replaced'); END",
+)
+# Every guard trigger this release creates, by name, with its exact SQL (what `verify` compares).
+GUARD_SQL: Final = {
+    statement.split()[2]: statement
+    for statement in (*(g for t in APPEND_ONLY_TABLES for g in _guard_statements(t)), *HEAD_GUARDS)
+}
+GUARDS: Final = tuple(GUARD_SQL)
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def _statements(statements: list[str]) -> Migration:
+    def run(conn: sqlite3.Connection) -> None:
+        for statement in statements:
+            conn.execute(statement)
+
+    return run
+
+
+def _record_digests_and_heads(conn: sqlite3.Connection) -> None:
+    """0002: each body's record digest, and the heads table, filled from what is stored."""
+    conn.create_function("record_digest", 3, _digest_of_row, deterministic=True)
+    conn.execute("ALTER TABLE bodies ADD COLUMN digest TEXT NOT NULL DEFAULT ''")
+    conn.execute("DROP TRIGGER bodies_refuse_update")
+    conn.execute("UPDATE bodies SET digest = record_digest(body, tokens, tokenizer)")
+    conn.execute(GUARD_SQL["bodies_refuse_update"])
+    conn.execute(
+        "CREATE TABLE heads (session_id TEXT PRIMARY KEY, version INTEGER NOT NULL, hash TEXT NOT NULL) "
+        "WITHOUT ROWID"
+    )
+    conn.execute(
+        "INSERT INTO heads (session_id, version, hash) "
+        "SELECT e.session_id, e.version, e.hash FROM events AS e "
+        "WHERE e.version = (SELECT max(version) FROM events WHERE session_id = e.session_id)"
+    )
+    for statement in HEAD_GUARDS:
+        conn.execute(statement)
+
+
+def _digest_of_row(body: object, tokens: object, tokenizer: object) -> str:
+    """`record_digest` over a row's stored values (whatever their SQL type, so a damaged row still
+    gets a digest, which `verify` then finds wrong)."""
+
+    def raw(value: object) -> bytes:
+        return value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass")
+
+    return record_digest(raw(body), raw(tokens), str(tokenizer))
+
+
+def _build_migrations() -> list[tuple[str, Migration]]:
     initial = list(_INITIAL)
     for table in APPEND_ONLY_TABLES:
         initial.extend(_guard_statements(table))
-    return [("0001_initial", initial)]
+    return [
+        ("0001_initial", _statements(initial)),
+        ("0002_record_digests_and_heads", _record_digests_and_heads),
+    ]
 
 
 MIGRATIONS: Final = _build_migrations()
@@ -138,8 +200,8 @@ def migrate(conn: sqlite3.Connection) -> None:
     from sqlite_utils.migrations import Migrations
 
     migrations = Migrations(MIGRATION_SET)
-    for name, statements in MIGRATIONS:
-        migrations(name=name)(_runner(statements))
+    for name, migration in MIGRATIONS:
+        migrations(name=name)(_Runner(migration))
     conn.execute("BEGIN IMMEDIATE")
     try:
         if check(conn, can_migrate=True):
@@ -152,14 +214,11 @@ def migrate(conn: sqlite3.Connection) -> None:
 
 
 class _Runner:
-    def __init__(self, statements: list[str]) -> None:
-        self.statements = statements
+    """A migration as `sqlite_utils.Migrations` calls it: with a `Database` over our connection."""
+
+    def __init__(self, migration: Migration) -> None:
+        self.migration = migration
         self.__name__ = "migration"
 
     def __call__(self, db: Database, /) -> None:
-        for statement in self.statements:
-            db.conn.execute(statement)
-
-
-def _runner(statements: list[str]) -> _Runner:
-    return _Runner(statements)
+        self.migration(db.conn)

@@ -14,21 +14,21 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import msgspec
 
-from transcript.model.codec import MESSAGE_DECODER, decode_message
+from transcript.model.codec import MESSAGE_DECODER
 from transcript.model.errors import (
     ConflictError,
     DuplicateMessage,
     InvalidArgument,
-    SchemaError,
+    StoreCorrupted,
     StoreReadOnly,
     TranscriptError,
 )
 from transcript.model.events import EVENT_DECODER, EVENT_ENCODER, Event, MessageAppended
-from transcript.model.hashing import GENESIS, event_hash
+from transcript.model.hashing import GENESIS, event_hash, record_digest
 from transcript.store import connection, schema
 from transcript.store.port import (
     Committed,
@@ -38,12 +38,13 @@ from transcript.store.port import (
     SessionInfo,
     SessionWrite,
     StoredBody,
+    UnreadableEvent,
     refuse_mutator_events,
 )
 from transcript.store.writer import is_writer
 
 _TOKENS_ENCODER: Final = msgspec.json.Encoder()
-_TOKENS_DECODER: Final = msgspec.json.Decoder(tuple[int, ...])
+_TOKENS_DECODER: Final = msgspec.json.Decoder(tuple[Annotated[int, msgspec.Meta(ge=0)], ...])
 _IN_CHUNK: Final = 500
 SYNC_MODES: Final[dict[str, connection.Synchronous]] = {
     "FULL": "FULL",
@@ -121,8 +122,7 @@ class SqliteEventStore:
         """The session's latest version and event hash (0 and the genesis hash when empty)."""
         with connection.translated(f"reading session {session_id!r}"):
             row = self.connection.execute(
-                "SELECT version, hash FROM events WHERE session_id = ? ORDER BY version DESC LIMIT 1",
-                (session_id,),
+                "SELECT version, hash FROM heads WHERE session_id = ?", (session_id,)
             ).fetchone()
         return (row[0], row[1]) if row else (0, GENESIS)
 
@@ -136,32 +136,34 @@ class SqliteEventStore:
         """The whole session, read in one consistent snapshot."""
         with connection.translated(f"loading session {session_id!r}"), _ReadSnapshot(self.connection):
             version = self.head(session_id)[0]
-            rows = self.connection.execute(
-                "SELECT b.body, b.tokens FROM events AS e JOIN bodies AS b ON b.message_id = e.message_id "
-                "WHERE e.session_id = ? AND e.kind = 'message_appended' ORDER BY e.version",
-                (session_id,),
+            history = (
+                "SELECT b.message_id, b.body, b.tokens FROM events AS e "
+                "JOIN bodies AS b ON b.message_id = e.message_id "
+                "WHERE e.session_id = ? AND e.kind = 'message_appended' ORDER BY e.version"
             )
-            bodies = _decode_bodies(rows)
+            bodies = _decode_bodies(self.connection, history, (session_id,))
             events = _decode_events(
+                session_id,
                 self.connection.execute(
-                    "SELECT version, payload FROM events WHERE session_id = ? AND kind <> 'message_appended' "
-                    "ORDER BY version",
+                    "SELECT version, kind, payload FROM events "
+                    "WHERE session_id = ? AND kind <> 'message_appended' ORDER BY version",
                     (session_id,),
-                )
+                ),
             )
         return LoadedSession(version, bodies, events)
 
     def read_since(
         self, session_id: str, version: int
-    ) -> tuple[list[tuple[int, Event]], dict[str, StoredBody]]:
+    ) -> tuple[list[tuple[int, Event | UnreadableEvent]], dict[str, StoredBody]]:
         """Events after `version`, and the bodies their appends refer to."""
         with connection.translated(f"reading session {session_id!r}"), _ReadSnapshot(self.connection):
             events = _decode_events(
+                session_id,
                 self.connection.execute(
-                    "SELECT version, payload FROM events "
+                    "SELECT version, kind, payload FROM events "
                     "WHERE session_id = ? AND version > ? ORDER BY version",
                     (session_id, version),
-                )
+                ),
             )
             ids = [event.message_id for _, event in events if isinstance(event, MessageAppended)]
             bodies = self._read_bodies(ids)
@@ -174,9 +176,9 @@ class SqliteEventStore:
         limit = until if until is not None else 2**62
         with connection.translated(f"reading session {session_id!r}"), _ReadSnapshot(self.connection):
             records = [
-                LogRecord(version, recorded_at, _decode_event(version, payload))
-                for version, recorded_at, payload in self.connection.execute(
-                    "SELECT version, recorded_at, payload FROM events "
+                LogRecord(version, recorded_at, _strict(session_id, version, _decode_event(kind, payload)))
+                for version, recorded_at, kind, payload in self.connection.execute(
+                    "SELECT version, recorded_at, kind, payload FROM events "
                     "WHERE session_id = ? AND version <= ? ORDER BY version",
                     (session_id, limit),
                 )
@@ -195,7 +197,7 @@ class SqliteEventStore:
 
     def _read_bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:
         return {
-            message_id: StoredBody(decode_message(body), _TOKENS_DECODER.decode(tokens))
+            message_id: _body(message_id, body, tokens)
             for message_id, body, tokens in self._select_in(
                 "SELECT message_id, body, tokens FROM bodies", message_ids
             )
@@ -260,6 +262,17 @@ class SqliteEventStore:
             )
         except sqlite3.IntegrityError as exc:
             raise ConflictError(f"session {session_id!r} moved on while this write was made") from exc
+        if not rows:
+            pass
+        elif expected_version:
+            self.connection.execute(
+                "UPDATE heads SET version = ?, hash = ? WHERE session_id = ? AND version = ?",
+                (version, prev, session_id, expected_version),
+            )
+        else:
+            self.connection.execute(
+                "INSERT INTO heads (session_id, version, hash) VALUES (?, ?, ?)", (session_id, version, prev)
+            )
         return Committed(session_id, version, recorded_at, reused, None)
 
     def _insert_bodies(
@@ -267,37 +280,42 @@ class SqliteEventStore:
     ) -> dict[str, tuple[int, ...]]:
         """Store each body once; returns the stored counts of bodies that were already there.
 
-        A body already stored (a fork, a re-import) must hold the same content; it is never rewritten.
+        A body already stored (a fork, a re-import, a re-append) must be the very same record: the
+        same message, `created_at` and `metadata` included. It is never rewritten, and its stored
+        counts are the ones every session that holds it uses.
         """
         ids = [event.message_id for event in appended]
         stored = {
-            message_id: (stored_hash, tokens)
-            for message_id, stored_hash, tokens in self._select_in(
-                "SELECT message_id, hash, tokens FROM bodies", ids
-            )
+            row[0]: row[1:]
+            for row in self._select_in("SELECT message_id, hash, tokens, body FROM bodies", ids)
         }
         rows = []
         reused: dict[str, tuple[int, ...]] = {}
         for event in appended:
+            body = bodies.get(event.message_id)
             if event.message_id in stored:
-                stored_hash, tokens = stored[event.message_id]
-                if stored_hash != event.body_hash:
+                stored_hash, tokens, stored_body = stored[event.message_id]
+                same = stored_hash == event.body_hash and (
+                    body is None or _as_bytes(stored_body) == body.data
+                )
+                if not same:
                     raise DuplicateMessage(
-                        f"message {event.message_id!r} is already stored with other content; message ids "
-                        "are unique in a store (nothing was written)"
+                        f"message {event.message_id!r} is already stored with other content, time or "
+                        "metadata; message ids are unique in a store (nothing was written)"
                     )
                 if tokens:
-                    reused[event.message_id] = _TOKENS_DECODER.decode(tokens)
+                    reused[event.message_id] = _decode_tokens(tokens, event.message_id)
                 continue
-            body = bodies.get(event.message_id)
             if body is None or body.hash != event.body_hash:
                 raise TranscriptError(f"internal: no matching body for appended message {event.message_id!r}")
-            stored[event.message_id] = (body.hash, b"")
-            rows.append(
-                (event.message_id, body.hash, body.tokenizer, _TOKENS_ENCODER.encode(body.tokens), body.data)
-            )
+            counts = _TOKENS_ENCODER.encode(body.tokens)
+            stored[event.message_id] = (body.hash, b"", body.data)
+            digest = record_digest(body.data, counts, body.tokenizer)
+            rows.append((event.message_id, body.hash, body.tokenizer, counts, body.data, digest))
         self.connection.executemany(
-            "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body) VALUES (?, ?, ?, ?, ?)", rows
+            "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body, digest) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
         )
         return reused
 
@@ -331,33 +349,79 @@ def _path(path: object) -> str:
     return target
 
 
-def _decode_events(rows: Iterable[tuple[int, bytes]]) -> list[tuple[int, Event]]:
-    return [(version, _decode_event(version, payload)) for version, payload in rows]
+def _decode_events(
+    session_id: str, rows: Iterable[tuple[int, str, Any]]
+) -> list[tuple[int, Event | UnreadableEvent]]:
+    """Events of a session's rows; a damaged mark becomes an `UnreadableEvent`, any other damage
+    raises `StoreCorrupted` naming the row."""
+    decoded: list[tuple[int, Event | UnreadableEvent]] = []
+    for version, kind, payload in rows:
+        event = _decode_event(kind, payload)
+        if isinstance(event, UnreadableEvent) and kind != _MARK:
+            raise StoreCorrupted(f"events row (session {session_id!r}, version {version}): {event.reason}")
+        decoded.append((version, event))
+    return decoded
 
 
-def _decode_bodies(rows: Iterable[tuple[bytes, bytes]]) -> list[StoredBody]:
+_MARK: Final = "message_marked"
+
+
+def _decode_event(kind: object, payload: object) -> Event | UnreadableEvent:
+    """The event a row holds, or why it cannot be read (also when its `kind` column disagrees)."""
+    try:
+        event = EVENT_DECODER.decode(payload)  # type: ignore[arg-type]
+    except (msgspec.DecodeError, TypeError) as exc:
+        return UnreadableEvent(str(kind), f"its payload cannot be read ({exc})")
+    if event.kind != kind:
+        unreadable = UnreadableEvent(str(kind), f"its kind column says {kind!r}, its payload {event.kind!r}")
+        return unreadable._replace(kind=_MARK) if event.kind == _MARK else unreadable
+    return event
+
+
+def _strict(session_id: str, version: int, event: Event | UnreadableEvent) -> Event:
+    """An event that must be read whole (an export, a fork, a replay), or `StoreCorrupted`."""
+    if isinstance(event, UnreadableEvent):
+        raise StoreCorrupted(f"events row (session {session_id!r}, version {version}): {event.reason}")
+    return event
+
+
+def _body(message_id: str, body: Any, tokens: Any) -> StoredBody:
+    """One stored body and its counts, or `StoreCorrupted` naming the row."""
+    try:
+        return StoredBody(MESSAGE_DECODER.decode(body), _TOKENS_DECODER.decode(tokens))
+    except (msgspec.DecodeError, TypeError) as exc:
+        raise StoreCorrupted(f"bodies row (message {message_id!r}): it cannot be read ({exc})") from exc
+
+
+def _decode_tokens(tokens: Any, message_id: str) -> tuple[int, ...]:
+    try:
+        counts: tuple[int, ...] = _TOKENS_DECODER.decode(tokens)
+    except (msgspec.DecodeError, TypeError) as exc:
+        raise StoreCorrupted(f"bodies row (message {message_id!r}): its token counts cannot be read") from exc
+    return counts
+
+
+def _as_bytes(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass")
+
+
+def _decode_bodies(conn: sqlite3.Connection, query: str, params: tuple[Any, ...]) -> list[StoredBody]:
     """Decode a whole history's bodies and counts in one tight loop.
 
     The garbage collector is paused meanwhile: the decoded values hold no reference cycles, and
-    pausing it saves collections that would traverse the growing list again and again.
+    pausing it saves collections that would traverse the growing list again and again. When a row
+    cannot be read, the query runs again row by row to name it (`StoreCorrupted`).
     """
     message, tokens = MESSAGE_DECODER.decode, _TOKENS_DECODER.decode
     paused = gc.isenabled()
     gc.disable()
     try:
-        return [StoredBody(message(body), tokens(counts)) for body, counts in rows]
+        return [StoredBody(message(body), tokens(counts)) for _, body, counts in conn.execute(query, params)]
+    except (msgspec.DecodeError, TypeError):
+        return [_body(*row) for row in conn.execute(query, params)]
     finally:
         if paused:
             gc.enable()
-
-
-def _decode_event(version: int, payload: bytes) -> Event:
-    try:
-        return EVENT_DECODER.decode(payload)
-    except msgspec.ValidationError as exc:
-        raise SchemaError(
-            f"event {version} cannot be read ({exc}); it was probably written by a newer transcript-store"
-        ) from exc
 
 
 class _WriteTransaction:
