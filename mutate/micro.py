@@ -12,14 +12,16 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from planner.micro import MicroPlan
+from planner.config import CompactConfig
+from planner.micro import MicroPlan, plan_micro
 from projection.caps import NEUTRAL, ProviderCaps
 from projection.directives import group_directives
-from projection.render import PROJECTION_POLICY_VERSION, apply_directive, render_entry
+from projection.render import PROJECTION_POLICY_VERSION, RenderError, apply_directive, render_entry
 from transcript.model.errors import ConflictError, InvalidMessage
 from transcript.model.events import MessageMarked, apply_mark
 from transcript.model.marks import DirectiveEntry, ProjectionDirective
 from transcript.model.message import DocumentPart, ImagePart, TextPart, ToolResult, media_tokens
+from transcript.model.order import canonical_order
 from transcript.model.snapshot import Entry, TranscriptSnapshot
 
 CountText = Callable[[str], int]
@@ -59,6 +61,11 @@ def view_delta(
     return delta
 
 
+def view_token_count(entries: Sequence[Entry], caps: ProviderCaps) -> int:
+    """The tokens of the whole view of these entries, as the view renders them (a whole render)."""
+    return sum(_rendered_tokens(entry, caps) for entry in canonical_order(entries))
+
+
 def marked(
     snapshot: TranscriptSnapshot, plan: MicroPlan, marks: Sequence[MessageMarked], version: int
 ) -> TranscriptSnapshot:
@@ -83,7 +90,37 @@ def _entry(snapshot: TranscriptSnapshot, message_id: str, seq: int | None = None
 
 
 def _rendered_tokens(entry: Entry, caps: ProviderCaps) -> int:
-    return render_entry(entry, entry.flags.projection, caps)[1]
+    try:
+        return render_entry(entry, entry.flags.projection, caps)[1]
+    except RenderError:  # a directive that cannot render: the view shows the stored message
+        return render_entry(entry, None, caps)[1]
+
+
+def repair_marks(
+    snapshot: TranscriptSnapshot, unusable: Sequence[str], config: CompactConfig, count: CountText
+) -> tuple[MicroPlan, list[MessageMarked]]:
+    """Marks that supersede stored directives the view cannot use, planned again from the stored
+    bodies (what is no longer eligible gets a directive that shows it whole); and the plan they
+    come from."""
+    wanted = set(unusable)
+    fresh = plan_micro(snapshot, config, skip_existing_truncated=False)
+    entries = tuple(e for e in fresh.entries if e.message_id in wanted)
+    plan = msgspec.structs.replace(
+        fresh,
+        entries=entries,
+        positions=tuple((name, seq) for name, seq in fresh.positions if name in wanted),
+        estimated_saved_tokens=0,
+    )
+    marks = [msgspec.structs.replace(mark, supersedes=True) for mark in micro_marks(snapshot, plan, count)]
+    planned = {mark.message_id for mark in marks}
+    whole = ProjectionDirective(policy_version=PROJECTION_POLICY_VERSION, entries=())
+    for message_id in unusable:
+        entry = _entry(snapshot, message_id)
+        if message_id not in planned and not entry.flags.excluded:
+            marks.append(
+                MessageMarked(message_id=message_id, truncated=True, projection=whole, supersedes=True)
+            )
+    return plan, marks
 
 
 def _counted(entry: Entry, item: DirectiveEntry, count: CountText) -> DirectiveEntry:

@@ -24,7 +24,7 @@ import msgspec
 from mutate.breaker import Breaker
 from mutate.commit import Written, commit
 from mutate.full import full_events, summary_body
-from mutate.micro import marked, micro_marks, view_delta
+from mutate.micro import marked, micro_marks, repair_marks, view_delta, view_token_count
 from mutate.summarizing import Steps, adrive, attempts, drive
 from planner.config import CompactConfig
 from planner.cut import irreducible_tokens
@@ -57,7 +57,8 @@ class RoundInput(NamedTuple):
 
     `view_tokens` and `view_items` describe the current view; `latest` is the last recorded result
     (the breaker rides on it), `checkpoint` the latest checkpoint, `cursor` where micro planning may
-    start under this round's config (0 when unknown).
+    start under this round's config (0 when unknown), `unusable` the messages whose stored directive
+    the view cannot use (the round supersedes them).
     """
 
     snapshot: TranscriptSnapshot
@@ -67,6 +68,7 @@ class RoundInput(NamedTuple):
     latest: CompactResult | None
     checkpoint: Checkpoint | None
     cursor: int = 0
+    unusable: tuple[str, ...] = ()
 
 
 class Deps(NamedTuple):
@@ -165,12 +167,19 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     micro = action.kind in ("micro", "micro_then_full")
     marks = micro_marks(snapshot, plan, deps.counter.count) if micro and plan else []
     cursor = plan.scanned_to if micro or not plan else None
+    tokens_after = given.view_tokens + view_delta(snapshot, plan, marks, given.caps)
+    if given.unusable:
+        # The view was rebuilt around directives it could not use; superseding them makes it the
+        # stored one again, whose size only a whole render tells.
+        _, repairs = repair_marks(snapshot, given.unusable, config, deps.counter.count)
+        marks = [*marks, *repairs]
+        tokens_after = view_token_count(marked(snapshot, plan, marks, snapshot.version).entries, given.caps)
     compacted = tuple(mark.message_id for mark in marks)
     result = msgspec.structs.replace(
         result,
         outcome="micro_applied" if marks else "skipped",
         strategy="tool-result-micro" if marks else None,
-        tokens_after=given.view_tokens + view_delta(snapshot, plan, marks, given.caps),
+        tokens_after=tokens_after,
         compacted_count=len(compacted),
         compacted_ids=compacted,
     )

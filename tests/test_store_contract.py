@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import msgspec
@@ -97,8 +98,22 @@ class TestStoreContract:
     def test_reappending_the_same_message_is_a_no_op(self, make_store: StoreFactory) -> None:
         store = make_store(_populate)
         transcript = store.session("s1")
-        again = transcript.append(Message.user("fix the failing test", id="u1"))
-        assert again.id == "u1" and transcript.version == 5
+        (first,) = _conversation()[1]
+        again = transcript.append(first)
+        assert again == first and again.id == "u1" and transcript.version == 5
+
+    def test_the_same_content_at_another_time_or_with_other_metadata_is_refused(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store(_populate)
+        (first,) = _conversation()[1]
+        later = msgspec.structs.replace(first, created_at=first.created_at + timedelta(seconds=1))
+        tagged = msgspec.structs.replace(first, metadata={"source": "elsewhere"})
+        sessions = ["s1"] if make_store.config == "readonly" else ["s1", "s3"]  # type: ignore[attr-defined]
+        for other in (later, tagged):
+            for session in sessions:
+                with pytest.raises(DuplicateMessage, match="u1"):
+                    store.session(session).append(other)
 
     def test_an_existing_id_with_other_content_is_refused(self, make_store: StoreFactory) -> None:
         store = make_store(_populate)

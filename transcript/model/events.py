@@ -34,12 +34,17 @@ class MessageAppended(_Event, tag="message_appended", frozen=True):
 
 
 class MessageMarked(_Event, tag="message_marked", frozen=True):
-    """Marks set on one message by `mutate`. Marks only ever go forward: a fold never clears one."""
+    """Marks set on one message by `mutate`. Marks only ever go forward: a fold never clears one.
+
+    A directive, once written, is kept — unless a later mark `supersedes` it, which `mutate` writes
+    only for a stored directive that cannot be used (unknown version, wrong id, does not render).
+    """
 
     message_id: str
     truncated: bool = False
     excluded: bool = False
     projection: ProjectionDirective | None = None
+    supersedes: bool = False
 
 
 class ProviderCaps(Value, frozen=True):
@@ -108,8 +113,12 @@ EVENT_DECODER: Final = msgspec.json.Decoder(Event)
 
 
 def apply_mark(flags: MessageFlags, mark: MessageMarked) -> MessageFlags:
-    """The flags after one mark event (the fold step). A directive, once written, is kept."""
-    projection = flags.projection if flags.projection is not None else mark.projection
+    """The flags after one mark event (the fold step). A directive, once written, is kept unless the
+    mark supersedes it."""
+    if mark.supersedes and mark.projection is not None:
+        projection: ProjectionDirective | None = mark.projection
+    else:
+        projection = flags.projection if flags.projection is not None else mark.projection
     return MessageFlags(
         truncated=flags.truncated or mark.truncated,
         excluded=flags.excluded or mark.excluded,

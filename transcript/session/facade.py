@@ -31,7 +31,6 @@ from transcript.model.errors import (
     InvalidMessage,
 )
 from transcript.model.events import CapsSet, Event, MessageAppended, ProviderCaps
-from transcript.model.hashing import body_hash
 from transcript.model.ids import check_session_id as check_session_id, new_message_id, utc_now
 from transcript.model.message import INTERRUPTED_RESULT, Message
 from transcript.model.result import CompactResult
@@ -214,20 +213,21 @@ class Transcript:
         return result
 
     def _known(self, item: NewBody, batch: dict[str, NewBody]) -> Message | None:
-        """The stored message when this one is a no-op re-append; raises on an id with other content."""
+        """The stored message when this one is a no-op re-append; raises on an id with another record
+        (other content, time or metadata: what a reopened view would show differs)."""
         message_id = item.message.id
         earlier = batch.get(message_id)
         if earlier is not None:
-            existing, existing_hash = earlier.message, earlier.hash
+            existing, same = earlier.message, earlier.data == item.data
         elif message_id in self._live.positions:
             existing = self._live.entries[self._live.positions[message_id]].message
-            existing_hash = body_hash(existing)
+            same = existing == item.message
         else:
             return None
-        if existing_hash != item.hash:
+        if not same:
             raise DuplicateMessage(
-                f"message {message_id!r} is already in session {self.session_id!r} with other content "
-                "(nothing was written)"
+                f"message {message_id!r} is already in session {self.session_id!r} with other content, "
+                "time or metadata (nothing was written)"
             )
         return existing
 
@@ -492,6 +492,7 @@ class Transcript:
             latest=latest,
             checkpoint=next((r.checkpoint for r in reversed(live.results) if r.checkpoint is not None), None),
             cursor=seq if options is not None and fingerprint == options.config.fingerprint() else 0,
+            unusable=live.rendered.unusable(),
         )
 
     def _absorb(self, run: Any, config: CompactConfig | None) -> CompactResult:
