@@ -406,7 +406,7 @@ def test_verify_names_an_edited_body(store_path: Path) -> None:
 
     report = verify(store_path)
     assert not report.ok
-    assert [(p.code, p.message_id) for p in report.problems] == [("body_hash", "u1")]
+    assert [(p.code, p.message_id) for p in report.problems] == [("body_record", "u1"), ("body_hash", "u1")]
     # The store still reads it (it is valid JSON), which is why verify must re-hash.
     with Transcript.open(store_path, session_id="s1", readonly=True, tokenizer=TOKENIZER) as t:
         assert t.stored_messages()[1].text == "delete the tests"

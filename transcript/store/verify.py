@@ -1,30 +1,32 @@
 """`verify`: re-derive everything a store promises from its raw rows and name what does not match.
 
-Triggers prevent tampering through SQL; this detects it when they were bypassed. It re-hashes every
-body, walks every session's hash chain, checks that the history columns of every event are exactly
-what its payload says, and that every mark names a message of its session. It opens the file
-read-only (`mode=ro`) and never migrates or writes.
+Triggers prevent tampering through SQL; this detects it when they were bypassed. It checks every
+stored byte that can change a view or a count: each body's content hash and record digest (its
+`created_at`, metadata, token counts and tokenizer), the counts against a recount (`deep=True`),
+every session's hash chain, the history columns against the payloads, each session's head row
+against its last event (so a deleted tail or a deleted session is named while the head row is
+untouched), and the guard triggers by their SQL text. Where the head row was edited consistently too,
+only an anchor kept elsewhere can tell: `expect_heads` compares heads with hashes the caller kept. It
+opens the file read-only (`mode=ro`) and never migrates or writes; it raises only when the file cannot
+be read at all.
 """
 
 from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from transcript.model import (
-    EVENT_DECODER,
-    MessageAppended,
-    MessageMarked,
-)
 from transcript.model.codec import decode_message
 from transcript.model.errors import TranscriptError
-from transcript.model.hashing import GENESIS, body_hash, event_hash
+from transcript.model.events import EVENT_DECODER, MessageAppended, MessageMarked
+from transcript.model.hashing import GENESIS, body_hash, event_hash, record_digest
 from transcript.store import connection as db, schema
+from transcript.tokens import get_counter, message_tokens
 
 _TOKENS: Final = msgspec.json.Decoder(tuple[int, ...])
 
@@ -62,6 +64,7 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     sessions: int
     events: int
     problems: tuple[Problem, ...]
+    heads: dict[str, str] = msgspec.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -74,18 +77,30 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
         return self.problems[0] if self.problems else None
 
 
-def verify(path: str | Path) -> VerifyReport:
-    """Check a store file end to end. Raises only when the file cannot be read at all."""
+class _Body(NamedTuple):
+    content_hash: str
+    message_id: str
+
+
+def verify(
+    path: str | Path, *, deep: bool = False, expect_heads: Mapping[str, str] | None = None
+) -> VerifyReport:
+    """Check a store file end to end (see the module docstring).
+
+    `deep=True` also recounts every body's tokens with the tokenizer that counted them.
+    `expect_heads` maps session ids to head hashes kept elsewhere (e.g. printed by `transcript
+    sessions --format json` earlier); a session whose head differs, or that is gone, is named.
+    """
     target = str(path)
     conn = db.connect(target, readonly=True, timeout=5.0, synchronous="FULL")
     try:
         with db.translated(f"verifying {target}"):
-            return _verify(conn, target)
+            return _verify(conn, target, deep, dict(expect_heads or {}))
     finally:
         conn.close()
 
 
-def _verify(conn: sqlite3.Connection, path: str) -> VerifyReport:
+def _verify(conn: sqlite3.Connection, path: str, deep: bool, expected: dict[str, str]) -> VerifyReport:
     problems: list[Problem] = []
     applied = schema.applied(conn)
     if tuple(applied) != schema.KNOWN:
@@ -100,8 +115,9 @@ def _verify(conn: sqlite3.Connection, path: str) -> VerifyReport:
         )
     conn.execute("BEGIN")
     try:
-        hashes = dict(_check_bodies(conn, problems))
-        sessions, events = _check_sessions(conn, hashes, problems)
+        hashes = dict(_check_bodies(conn, problems, deep))
+        sessions, events, lasts = _check_sessions(conn, hashes, problems)
+        heads = _check_heads(conn, lasts, expected, problems)
         _check_guards(conn, problems)
     finally:
         conn.execute("ROLLBACK")
@@ -112,59 +128,79 @@ def _verify(conn: sqlite3.Connection, path: str) -> VerifyReport:
         sessions=sessions,
         events=events,
         problems=tuple(problems),
+        heads=heads,
     )
 
 
-def _check_bodies(conn: sqlite3.Connection, problems: list[Problem]) -> Iterator[tuple[str, str]]:
-    rows = conn.execute("SELECT message_id, hash, tokens, body FROM bodies ORDER BY id")
-    for message_id, stored_hash, tokens, body in rows:
+def _check_bodies(conn: sqlite3.Connection, problems: list[Problem], deep: bool) -> Iterator[tuple[str, str]]:
+    rows = conn.execute("SELECT message_id, hash, tokenizer, tokens, body, digest FROM bodies ORDER BY id")
+    for message_id, stored_hash, tokenizer, tokens, body, digest in rows:
         yield message_id, stored_hash
+        report = functools.partial(_body_problem, problems, message_id)
+        if not all(isinstance(v, (bytes, str)) for v in (tokens, body, tokenizer, stored_hash, digest)):
+            report("body_type", "a column holds a value of a type the store never writes")
+            continue
+        if record_digest(_raw(body), _raw(tokens), tokenizer) != digest:
+            report("body_record", "the stored record (time, metadata, counts or tokenizer) was edited")
         try:
             message = decode_message(body)
             counts = _TOKENS.decode(tokens)
         except (msgspec.DecodeError, TranscriptError) as exc:
-            problems.append(Problem(code="body_unreadable", detail=str(exc), message_id=message_id))
+            report("body_unreadable", str(exc))
             continue
         if message.id != message_id:
-            problems.append(
-                Problem(code="body_id", detail=f"body says id {message.id!r}", message_id=message_id)
-            )
+            report("body_id", f"body says id {message.id!r}")
         actual = body_hash(message)
         if actual != stored_hash:
-            problems.append(
-                Problem(
-                    code="body_hash",
-                    detail=f"content hashes to {actual[:12]}…, stored hash is {stored_hash[:12]}…",
-                    message_id=message_id,
-                )
-            )
-        if len(counts) != len(message.parts):
-            problems.append(
-                Problem(
-                    code="body_tokens", detail="token counts do not match the parts", message_id=message_id
-                )
-            )
+            report("body_hash", f"content hashes to {actual[:12]}…, stored hash is {stored_hash[:12]}…")
+        if len(counts) != len(message.parts) or any(count < 0 for count in counts):
+            report("body_tokens", "token counts do not match the parts")
+        elif deep:
+            _recount(report, message, counts, tokenizer)
+
+
+def _recount(report: Any, message: Any, counts: tuple[int, ...], tokenizer: str) -> None:
+    try:
+        counter = get_counter(tokenizer)
+    except TranscriptError:
+        report("body_tokenizer", f"counted by {tokenizer!r}, a tokenizer this release does not know")
+        return
+    recount = message_tokens(message, counter)
+    if recount != counts:
+        report("body_recount", f"stored counts {sum(counts):,} tokens, a recount gives {sum(recount):,}")
+
+
+def _body_problem(problems: list[Problem], message_id: str, code: str, detail: str) -> None:
+    problems.append(Problem(code=code, detail=detail, message_id=message_id))
+
+
+def _raw(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")
 
 
 def _check_sessions(
     conn: sqlite3.Connection, hashes: dict[str, str], problems: list[Problem]
-) -> tuple[int, int]:
+) -> tuple[int, int, dict[str, tuple[int, str]]]:
     session_ids = [
         sid for (sid,) in conn.execute("SELECT DISTINCT session_id FROM events ORDER BY session_id")
     ]
     total = 0
+    lasts: dict[str, tuple[int, str]] = {}
     for session_id in session_ids:
-        total += _check_session(conn, session_id, hashes, problems)
-    return len(session_ids), total
+        count, last = _check_session(conn, session_id, hashes, problems)
+        total += count
+        lasts[session_id] = last
+    return len(session_ids), total, lasts
 
 
 def _check_session(
     conn: sqlite3.Connection, session_id: str, hashes: dict[str, str], problems: list[Problem]
-) -> int:
+) -> tuple[int, tuple[int, str]]:
     members: set[str] = set()
     prev = GENESIS
     count = 0
     next_seq = 0
+    last = (0, GENESIS)
     rows = conn.execute(
         "SELECT version, kind, seq, message_id, recorded_at, payload, hash FROM events "
         "WHERE session_id = ? ORDER BY version",
@@ -172,11 +208,20 @@ def _check_session(
     )
     for version, kind, row_seq, row_message_id, recorded_at, payload, stored_hash in rows:
         count += 1
+        last = (version, stored_hash)
         report = functools.partial(_report, problems, session_id, version)
         if isinstance(payload, str):
             # Rewritten by a SQL text function (replace(), ||): the row was edited outside the store.
             report("event_type", "payload is stored as TEXT, not the BLOB the store writes")
-            payload = payload.encode()
+            payload = payload.encode("utf-8", "surrogatepass")
+        if (
+            not isinstance(payload, bytes)
+            or not isinstance(recorded_at, str)
+            or not isinstance(stored_hash, str)
+        ):
+            report("event_type", "a column holds a value of a type the store never writes")
+            prev = stored_hash if isinstance(stored_hash, str) else prev
+            continue
         if version != count:
             report("event_gap", f"expected event {count}")
             count = version
@@ -217,7 +262,7 @@ def _check_session(
                 )
             if isinstance(event, MessageMarked) and event.message_id not in members:
                 report("mark_unknown", "marks a message not in the session", message_id=event.message_id)
-    return count
+    return count, last
 
 
 def _report(
@@ -236,8 +281,57 @@ def _report(
     )
 
 
+def _check_heads(
+    conn: sqlite3.Connection,
+    lasts: dict[str, tuple[int, str]],
+    expected: dict[str, str],
+    problems: list[Problem],
+) -> dict[str, str]:
+    """Each session's head row against its last event, and against the heads the caller kept."""
+    heads: dict[str, tuple[Any, Any]] = {
+        row[0]: (row[1], row[2]) for row in conn.execute("SELECT session_id, version, hash FROM heads")
+    }
+    for session_id in sorted(set(heads) | set(lasts)):
+        head, last = heads.get(session_id), lasts.get(session_id)
+        if head is None:
+            problems.append(
+                Problem(code="head_missing", detail="the session has no head row", session_id=session_id)
+            )
+        elif last is None:
+            problems.append(
+                Problem(
+                    code="session_deleted",
+                    detail=f"its head is version {head[0]}; no event is stored",
+                    session_id=session_id,
+                )
+            )
+        elif head[0] != last[0]:
+            detail = f"its head is version {head[0]}, its last stored event is version {last[0]}"
+            code = "events_deleted" if isinstance(head[0], int) and head[0] > last[0] else "head_mismatch"
+            problems.append(Problem(code=code, detail=detail, session_id=session_id))
+        elif head[1] != last[1]:
+            problems.append(
+                Problem(
+                    code="head_mismatch",
+                    detail="its head hash is not its last event's",
+                    session_id=session_id,
+                )
+            )
+    for session_id, kept in sorted(expected.items()):
+        found = lasts.get(session_id, (0, None))[1]
+        if found != kept:
+            detail = f"expected head {kept[:12]}…, " + (
+                f"found {found[:12]}…" if found else "the session is gone"
+            )
+            problems.append(Problem(code="head_unexpected", detail=detail, session_id=session_id))
+    return {sid: last[1] for sid, last in lasts.items()}
+
+
 def _check_guards(conn: sqlite3.Connection, problems: list[Problem]) -> None:
-    present = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-    for name in schema.GUARDS:
+    """Every guard trigger present, with exactly the SQL this release creates."""
+    present = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall())
+    for name, sql in schema.GUARD_SQL.items():
         if name not in present:
             problems.append(Problem(code="guard_missing", detail=f"trigger {name} was dropped"))
+        elif present[name] != sql:
+            problems.append(Problem(code="guard_changed", detail=f"trigger {name} does not do what it must"))
