@@ -291,14 +291,30 @@ def fork(db_path: str | None, session_id: str | None, at: str, new_id: str | Non
 @click.command()
 @db_option
 @click.option("--served", is_flag=True, help="Also re-render every recorded served view of every session.")
+@click.option(
+    "--deep", is_flag=True, help="Also recount every body's tokens with the tokenizer that counted them."
+)
+@click.option(
+    "--expect-head",
+    "expect",
+    multiple=True,
+    metavar="SESSION=HASH",
+    help="A head hash kept elsewhere (sessions --format json prints them); repeatable.",
+)
 @format_option
-def verify(db_path: str | None, served: bool, fmt: str) -> None:
-    """Check the whole file: body hashes, every hash chain, history, guards. Exit 3 naming the first
-    problem."""
+def verify(db_path: str | None, served: bool, deep: bool, expect: tuple[str, ...], fmt: str) -> None:
+    """Check the whole file: bodies (content hash, record digest, counts), every hash chain, history,
+    session heads, guard triggers. Exit 3 naming the first problem."""
     from transcript.store.verify import verify as verify_file
 
+    heads = {}
+    for item in expect:
+        session_id, sep, head = item.rpartition("=")
+        if not sep or not session_id or not head:
+            raise click.BadParameter(f"{safe(item)!r} is not SESSION=HASH", param_hint="--expect-head")
+        heads[session_id] = head
     path = db_path or default_path()
-    report = verify_file(path)
+    report = verify_file(path, deep=deep, expect_heads=heads)
     drifts: list[Any] = []
     if served and report.ok:
         with open_store(path, readonly=True) as store:

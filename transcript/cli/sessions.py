@@ -26,13 +26,17 @@ from transcript.session.replay import view_at
 @db_option
 @format_option
 def sessions(db_path: str | None, fmt: str) -> None:
-    """List the sessions of the store, with their message counts and versions."""
+    """List the sessions of the store: message counts, versions and head hashes (keep a head hash to
+    check the session later with `verify --expect-head`)."""
     with open_store(db_path, readonly=True) as store:
         rows = store.sessions()
     emit(
         rows,
         fmt,
-        text=table([(s.session_id, s.messages, s.version) for s in rows], ("session", "messages", "version")),
+        text=table(
+            [(s.session_id, s.messages, s.version, s.head_hash[:16]) for s in rows],
+            ("session", "messages", "version", "head"),
+        ),
     )
 
 

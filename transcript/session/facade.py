@@ -442,6 +442,7 @@ class Transcript:
             breaker=last.breaker if last else "closed",
             consecutive_failures=last.consecutive_failures if last else 0,
             pending_calls=tuple(live.pending),
+            head_hash=self.events.head(self.session_id)[1],
         )
 
     def _options(

@@ -23,3 +23,4 @@ class Status(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     breaker: BreakerState = "closed"
     consecutive_failures: int = 0
     pending_calls: tuple[str, ...] = ()
+    head_hash: str = ""

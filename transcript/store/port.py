@@ -21,11 +21,13 @@ from transcript.model.message import Message
 
 
 class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A session of the store: its id, how many messages its history holds, its version."""
+    """A session of the store: its id, how many messages its history holds, its version, and its head
+    hash (the hash of its last event: keep it to check the session later, `verify --expect-head`)."""
 
     session_id: str
     messages: int
     version: int
+    head_hash: str = ""
 
 
 class NewBody(NamedTuple):

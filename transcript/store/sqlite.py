@@ -113,10 +113,14 @@ class SqliteEventStore:
         """Every session in the file, by id, with its message count and version."""
         with connection.translated("listing sessions"):
             rows = self.connection.execute(
-                "SELECT session_id, max(version), count(seq) FROM events "
-                "GROUP BY session_id ORDER BY session_id"
+                "SELECT e.session_id, max(e.version), count(e.seq), h.hash FROM events AS e "
+                "LEFT JOIN heads AS h ON h.session_id = e.session_id "
+                "GROUP BY e.session_id ORDER BY e.session_id"
             ).fetchall()
-        return [SessionInfo(session_id=sid, messages=count, version=version) for sid, version, count in rows]
+        return [
+            SessionInfo(session_id=sid, messages=count, version=version, head_hash=head or "")
+            for sid, version, count, head in rows
+        ]
 
     def head(self, session_id: str) -> tuple[int, str]:
         """The session's latest version and event hash (0 and the genesis hash when empty)."""
