@@ -180,7 +180,12 @@ def test_sessions_lists_every_session_in_text_json_and_jsonl(multi_db: Path) -> 
     heads = {r["session_id"]: r["head_hash"] for r in rows}
     assert all(len(h) == 64 for h in heads.values())
     assert {line.split()[0]: line.split()[3] for line in text[1:]} == {s: h[:16] for s, h in heads.items()}
-    checked = ["verify", "--db", multi_db, *(f"--expect-head={s}={h}" for s, h in heads.items())]
+    checked: list[str | Path] = [
+        "verify",
+        "--db",
+        multi_db,
+        *(f"--expect-head={s}={h}" for s, h in heads.items()),
+    ]
     assert run(checked).stdout.splitlines()[-1] == "ok"
     lines = run(["sessions", "--db", multi_db, "--format", "jsonl"]).stdout.splitlines()
     assert [json.loads(line) for line in lines] == rows
