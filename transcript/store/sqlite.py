@@ -361,7 +361,7 @@ def _decode_events(
     decoded: list[tuple[int, Event | UnreadableEvent]] = []
     for version, kind, payload in rows:
         event = _decode_event(kind, payload)
-        if isinstance(event, UnreadableEvent) and kind != _MARK:
+        if isinstance(event, UnreadableEvent) and event.kind != _MARK:
             raise StoreCorrupted(f"events row (session {session_id!r}, version {version}): {event.reason}")
         decoded.append((version, event))
     return decoded

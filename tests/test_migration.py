@@ -1,0 +1,88 @@
+"""A file written by the previous release (0.1.0) migrates, and keeps every hash and every view.
+
+`fixtures/stores/release-0.1.0.db` was written by release 0.1.0, and
+`release-0.1.0.views.json` holds what that release rendered for each of its sessions (head version
+and hash, the sha256 of the view's canonical JSON, its tokens and source). Opening a copy read-write
+applies this release's migrations; afterwards `verify` passes and nothing it hashed has changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT
+from transcript import SchemaError, Store, verify
+from transcript.store import schema
+
+STORES = PROJECT_ROOT / "fixtures" / "stores"
+OLD = STORES / "release-0.1.0.db"
+RENDERED = json.loads((STORES / "release-0.1.0.views.json").read_text())
+
+
+def _rows(path: Path, query: str) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute(query).fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def old_copy(tmp_path: Path) -> Path:
+    target = tmp_path / "old.db"
+    shutil.copy(OLD, target)
+    return target
+
+
+def test_a_read_only_open_of_the_old_file_refuses_to_migrate(old_copy: Path) -> None:
+    with pytest.raises(SchemaError, match="0002"):
+        Store.open(old_copy, readonly=True)
+
+
+def test_the_old_file_migrates_keeping_every_hash_and_every_view(old_copy: Path) -> None:
+    bodies = _rows(old_copy, "SELECT message_id, hash, tokenizer, tokens, body FROM bodies ORDER BY id")
+    events = _rows(old_copy, "SELECT session_id, version, hash FROM events ORDER BY session_id, version")
+    with Store.open(old_copy) as store:
+        assert [s.session_id for s in store.sessions()] == sorted(RENDERED)
+        for info in store.sessions():
+            old = RENDERED[info.session_id]
+            view = store.session(info.session_id).visible_messages()
+            assert (info.version, info.head_hash) == (old["version"], old["head_hash"])
+            assert hashlib.sha256(view.canonical_json()).hexdigest() == old["view_sha256"]
+            assert (view.tokens, view.source, len(view)) == (
+                old["view_tokens"],
+                old["view_source"],
+                old["messages"],
+            )
+    migrated = _rows(old_copy, "SELECT message_id, hash, tokenizer, tokens, body FROM bodies ORDER BY id")
+    assert migrated == bodies
+    assert (
+        _rows(old_copy, "SELECT session_id, version, hash FROM events ORDER BY session_id, version") == events
+    )
+    digests = _rows(old_copy, "SELECT digest FROM bodies")
+    assert digests and all(len(d) == 64 for (d,) in digests)
+    report = verify(old_copy)
+    assert report.ok, report.problems
+    assert report.schema == schema.KNOWN
+    assert report.heads == {sid: old["head_hash"] for sid, old in RENDERED.items()}
+
+
+def test_a_migrated_file_keeps_working(old_copy: Path) -> None:
+    with Store.open(old_copy) as store:
+        t = store.session("sim/pydicom")
+        before = t.visible_messages().canonical_json()
+        t.compact(budget_tokens=2_000, manual=True)
+        assert t.visible_messages().canonical_json() != before
+        fork = store.fork("sim/marshmallow", new_session_id="after-migration")
+        assert (
+            fork.visible_messages().canonical_json()
+            == store.session("sim/marshmallow").visible_messages().canonical_json()
+        )
+    assert verify(old_copy).ok
