@@ -76,3 +76,11 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store
     yield factory
     for store in opened:
         store.close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say how many fresh-process reopens of the lifecycle machine saw a compacted view."""
+    lifecycle = sys.modules.get("tests.test_lifecycle")
+    if lifecycle is not None:
+        count = lifecycle.FRESH_REOPENS["compacted"]
+        terminalreporter.write_line(f"lifecycle: {count} fresh-process reopens saw a compacted view")
