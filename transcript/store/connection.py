@@ -55,15 +55,18 @@ def translate(exc: sqlite3.Error, action: str) -> TranscriptError:
 
 @contextlib.contextmanager
 def translated(action: str) -> Iterator[None]:
-    """Run a block, turning any `sqlite3` error into the library's typed error."""
+    """Run a block, turning any `sqlite3` error into the library's typed error (and text the file holds
+    that is not UTF-8, which only damage can put there, into `StoreCorrupted`)."""
     try:
         yield
     except sqlite3.Error as exc:
         raise translate(exc, action) from exc
+    except UnicodeDecodeError as exc:
+        raise StoreCorrupted(f"{action}: text stored in the file is not valid UTF-8 ({exc})") from exc
 
 
 def connect(
-    path: str | Path, *, readonly: bool, timeout: float, synchronous: Synchronous
+    path: str | Path, *, readonly: bool, timeout: float, synchronous: Synchronous, text_errors: str = ""
 ) -> sqlite3.Connection:
     """Open the file (creating it with mode 0600 unless read-only) and set the connection's pragmas."""
     target = str(path)
@@ -83,6 +86,8 @@ def connect(
             _create_private(target)
             conn = sqlite3.connect(target, isolation_level=None, timeout=timeout)
         try:
+            if readonly and text_errors:
+                conn.text_factory = lambda data: data.decode("utf-8", text_errors)
             conn.execute("PRAGMA recursive_triggers = ON")
             conn.execute(f"PRAGMA synchronous = {synchronous}")
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()

@@ -6,14 +6,15 @@ stored byte that can change a view or a count: each body's content hash and reco
 every session's hash chain, the history columns against the payloads, each session's head row
 against its last event (so a deleted tail or a deleted session is named while the head row is
 untouched), and the guard triggers by their SQL text. Where the head row was edited consistently too,
-only an anchor kept elsewhere can tell: `expect_heads` compares heads with hashes the caller kept. It
-opens the file read-only (`mode=ro`) and never migrates or writes; it raises only when the file cannot
-be read at all.
+only an anchor kept elsewhere can tell: `expect_heads` compares heads with hashes the caller kept.
+SQLite's own integrity check runs first (damaged pages or indexes). It opens the file read-only
+(`mode=ro`) and never migrates or writes; it raises only when the file cannot be read at all.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -92,7 +93,8 @@ def verify(
     sessions --format json` earlier); a session whose head differs, or that is gone, is named.
     """
     target = str(path)
-    conn = db.connect(target, readonly=True, timeout=5.0, synchronous="FULL")
+    # Damaged text is read with its bad bytes escaped, so the checks below can name it.
+    conn = db.connect(target, readonly=True, timeout=5.0, synchronous="FULL", text_errors="surrogateescape")
     try:
         with db.translated(f"verifying {target}"):
             return _verify(conn, target, deep, dict(expect_heads or {}))
@@ -115,6 +117,7 @@ def _verify(conn: sqlite3.Connection, path: str, deep: bool, expected: dict[str,
         )
     conn.execute("BEGIN")
     try:
+        _check_pages(conn, problems)
         hashes = dict(_check_bodies(conn, problems, deep))
         sessions, events, lasts = _check_sessions(conn, hashes, problems)
         heads = _check_heads(conn, lasts, expected, problems)
@@ -132,6 +135,13 @@ def _verify(conn: sqlite3.Connection, path: str, deep: bool, expected: dict[str,
     )
 
 
+def _check_pages(conn: sqlite3.Connection, problems: list[Problem]) -> None:
+    """SQLite's own check of the file's pages and indexes (a damaged index can hide rows)."""
+    found = [row[0] for row in conn.execute("PRAGMA integrity_check(20)")]
+    if found != ["ok"]:
+        problems.extend(Problem(code="file_damaged", detail=str(detail)) for detail in found)
+
+
 def _check_bodies(conn: sqlite3.Connection, problems: list[Problem], deep: bool) -> Iterator[tuple[str, str]]:
     rows = conn.execute("SELECT message_id, hash, tokenizer, tokens, body, digest FROM bodies ORDER BY id")
     for message_id, stored_hash, tokenizer, tokens, body, digest in rows:
@@ -140,7 +150,7 @@ def _check_bodies(conn: sqlite3.Connection, problems: list[Problem], deep: bool)
         if not all(isinstance(v, (bytes, str)) for v in (tokens, body, tokenizer, stored_hash, digest)):
             report("body_type", "a column holds a value of a type the store never writes")
             continue
-        if record_digest(_raw(body), _raw(tokens), tokenizer) != digest:
+        if _digest(body, tokens, tokenizer) != digest:
             report("body_record", "the stored record (time, metadata, counts or tokenizer) was edited")
         try:
             message = decode_message(body)
@@ -174,6 +184,22 @@ def _body_problem(problems: list[Problem], message_id: str, code: str, detail: s
     problems.append(Problem(code=code, detail=detail, message_id=message_id))
 
 
+def _digest(body: bytes | str, tokens: bytes | str, tokenizer: str) -> str | None:
+    """The record digest of a row as stored; None when damaged text cannot even be hashed."""
+    try:
+        return record_digest(_raw(body), _raw(tokens), tokenizer)
+    except UnicodeEncodeError:
+        return None
+
+
+def _chained(prev: str, session_id: str, version: int, recorded_at: str, payload: bytes) -> str | None:
+    """An event's chained hash as stored; None when damaged text cannot even be hashed."""
+    try:
+        return event_hash(prev, session_id, version, recorded_at, payload)
+    except UnicodeEncodeError:
+        return None
+
+
 def _raw(value: bytes | str) -> bytes:
     return value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")
 
@@ -181,31 +207,29 @@ def _raw(value: bytes | str) -> bytes:
 def _check_sessions(
     conn: sqlite3.Connection, hashes: dict[str, str], problems: list[Problem]
 ) -> tuple[int, int, dict[str, tuple[int, str]]]:
-    session_ids = [
-        sid for (sid,) in conn.execute("SELECT DISTINCT session_id FROM events ORDER BY session_id")
-    ]
+    # One pass over every event, grouped here: a session id damaged into text that is not UTF-8
+    # could not even be sent back to SQLite as a query parameter.
+    rows = conn.execute(
+        "SELECT session_id, version, kind, seq, message_id, recorded_at, payload, hash FROM events "
+        "ORDER BY session_id, version"
+    )
     total = 0
     lasts: dict[str, tuple[int, str]] = {}
-    for session_id in session_ids:
-        count, last = _check_session(conn, session_id, hashes, problems)
+    for session_id, group in itertools.groupby(rows, key=lambda row: row[0]):
+        count, last = _check_session(session_id, (row[1:] for row in group), hashes, problems)
         total += count
         lasts[session_id] = last
-    return len(session_ids), total, lasts
+    return len(lasts), total, lasts
 
 
 def _check_session(
-    conn: sqlite3.Connection, session_id: str, hashes: dict[str, str], problems: list[Problem]
+    session_id: str, rows: Iterator[tuple[Any, ...]], hashes: dict[str, str], problems: list[Problem]
 ) -> tuple[int, tuple[int, str]]:
     members: set[str] = set()
     prev = GENESIS
     count = 0
     next_seq = 0
     last = (0, GENESIS)
-    rows = conn.execute(
-        "SELECT version, kind, seq, message_id, recorded_at, payload, hash FROM events "
-        "WHERE session_id = ? ORDER BY version",
-        (session_id,),
-    )
     for version, kind, row_seq, row_message_id, recorded_at, payload, stored_hash in rows:
         count += 1
         last = (version, stored_hash)
@@ -225,7 +249,7 @@ def _check_session(
         if version != count:
             report("event_gap", f"expected event {count}")
             count = version
-        if event_hash(prev, session_id, version, recorded_at, payload) != stored_hash:
+        if _chained(prev, session_id, version, recorded_at, payload) != stored_hash:
             report("event_hash", "the event's hash chain does not match")
         prev = stored_hash
         try:
