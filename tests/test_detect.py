@@ -88,6 +88,8 @@ OPENAI_LINE = {"messages": [{"role": "system", "content": "be brief"}, *PLAIN["m
             "claude-code",
         ),
         ("bom.jsonl", "\ufeff" + _line({"role": "user", "content": "hi"}), "openai-jsonl"),
+        ("openai-body.json", json.dumps(OPENAI_LINE, indent=2), "openai-json"),
+        ("dumped.json", json.dumps(OPENAI_LINE["messages"], indent=2), "openai-json"),
     ],
 )
 def test_shapes(tmp_path: Path, name: str, text: str, expected: str) -> None:
@@ -102,7 +104,6 @@ def test_shapes(tmp_path: Path, name: str, text: str, expected: str) -> None:
         ("plain.txt", _line(PLAIN), "fits both"),
         ("unknown.json", json.dumps({"foo": [1, 2]}, indent=2), "no known shape"),
         ("unknown.jsonl", _line({"foo": 1}) + _line({"bar": 2}), "no known record shape"),
-        ("openai-body.json", json.dumps(OPENAI_LINE, indent=2), "openai-jsonl"),
         ("empty-list.json", "[\n]\n", "no known shape"),
     ],
 )

@@ -21,6 +21,7 @@ from tests.helpers import dump
 from tests.import_checks import assert_paired, refused, surrogate_line
 from transcript import FormatError, Store, verify
 from transcript.formats import parse
+from transcript.formats.pairing import SESSION_END_RESULT
 from transcript.model import INTERRUPTED_RESULT
 
 MULTI = CORPUS / "openhands_multiswe_ponyc_output.jsonl"
@@ -156,7 +157,7 @@ def test_tool_call_keeps_the_models_own_text_and_call() -> None:
     assert session.messages[-1].text.startswith("I've created a complete Vue.js todo application")
 
 
-def test_runs_become_sessions_with_system_recall_and_an_interrupted_finish() -> None:
+def test_runs_become_sessions_with_system_recall_and_a_finish_that_ends_them() -> None:
     sessions = parse(MULTI, "openhands")
     first = sessions[0]
     assert first.metadata["instance_id"] == "ponylang__ponyc-4595"
@@ -167,14 +168,17 @@ def test_runs_become_sessions_with_system_recall_and_an_interrupted_finish() -> 
         ("user", "message"),
         ("user", "meta"),
     ]  # recall: workspace context
-    # the run ends on an unanswered `finish` call (event 49): a synthetic result closes it, named
-    finish, synthetic = first.messages[-2:]
+    # the run ends on a `finish` call (event 49), which OpenHands never answers by design: a plain result
+    # (not an error) closes it, named
+    finish, closing = first.messages[-2:]
     assert (finish.id, finish.tool_calls[0].name) == ("ponylang__ponyc-4595/49", "finish")
-    (result,) = synthetic.tool_results
-    assert (result.call_id, result.content, result.is_error) == ("toolu_23", INTERRUPTED_RESULT, True)
+    (result,) = closing.tool_results
+    assert (result.call_id, result.content, result.is_error) == ("toolu_23", SESSION_END_RESULT, False)
     assert [(r.kind, r.call_id, r.message_id) for r in first.repairs] == [
-        ("synthetic_result", "toolu_23", "ponylang__ponyc-4595/49/interrupted-0")
+        ("session_end_result", "toolu_23", "ponylang__ponyc-4595/49/interrupted-0")
     ]
+    no_error_results = [r for s in sessions for m in s.messages for r in m.tool_results if r.name == "finish"]
+    assert no_error_results and not any(r.is_error for r in no_error_results)
     # the `error` observation without a call id (run 2, event 29) is shown to the model as user text
     error = next(m for m in sessions[1].messages if m.id == "ponylang__ponyc-4593/29")
     assert (error.role, error.metadata) == ("user", {"observation": "error"})

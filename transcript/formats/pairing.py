@@ -276,6 +276,23 @@ def interrupted(
     return msgspec.structs.replace(result, metadata={"synthetic": True}), repair
 
 
+SESSION_END_RESULT: Final = "[the agent ended the session with this call; no result follows by design]"
+
+
+def session_end(
+    call_id: str, name: str, *, step_id: str, id: str, line: int | None
+) -> tuple[Message, Repair]:
+    """The plain (not error) result of a call that ends a session by design (OpenHands `finish`), which
+    its agent never answers, and its repair."""
+    result = Message.tool_result(call_id, SESSION_END_RESULT, name=name, id=id)
+    detail = (
+        f"call {call_id!r} ({name}) of message {step_id!r} ends the session by design and has no result; "
+        f"added a plain result {SESSION_END_RESULT!r}"
+    )
+    repair = Repair(kind="session_end_result", detail=detail, message_id=id, call_id=call_id, line=line)
+    return msgspec.structs.replace(result, metadata={"synthetic": True}), repair
+
+
 class Pending(NamedTuple):
     """A call of the latest step still waiting for its result."""
 
@@ -298,8 +315,11 @@ class History:
         self,
         line_of: Callable[[int], int | None],
         synthetic_id: Callable[[Message, Pending], str] | None = None,
+        *,
+        ending_tools: frozenset[str] = frozenset(),
     ) -> None:
         self.messages: list[Message] = []
+        self._ending_tools = ending_tools
         self.repairs: list[Repair] = []
         self.warnings: list[str] = []
         self._line_of = line_of
@@ -311,6 +331,11 @@ class History:
     def step_id(self) -> str | None:
         """The id of the latest assistant message that still has unanswered calls."""
         return self._step[0].id if self._step and self._pending else None
+
+    @property
+    def pending_calls(self) -> list[str]:
+        """The ids (as the file has them) of the latest step's calls still waiting for their result."""
+        return [p.source_id for p in self._pending]
 
     def is_pending(self, source_id: str) -> bool:
         """Whether a call with this id (as the file has it) is still waiting for its result."""
@@ -405,15 +430,21 @@ class History:
                 message_id = f"{step.id}/interrupted-{pending.position}"
             else:
                 message_id = self._synthetic_id(step, pending)
-            message, repair = interrupted(
-                pending.call_id,
-                pending.name,
-                step_id=step.id,
-                created_at=step.created_at,
-                id=message_id,
-                line=self._line_of(index),
-                final=final,
-            )
+            if pending.name in self._ending_tools:
+                message, repair = session_end(
+                    pending.call_id, pending.name, step_id=step.id, id=message_id, line=self._line_of(index)
+                )
+                message = msgspec.structs.replace(message, created_at=step.created_at)
+            else:
+                message, repair = interrupted(
+                    pending.call_id,
+                    pending.name,
+                    step_id=step.id,
+                    created_at=step.created_at,
+                    id=message_id,
+                    line=self._line_of(index),
+                    final=final,
+                )
             self.messages.append(message)
             self.repairs.append(repair)
         self._pending = []

@@ -173,13 +173,14 @@ class LiveSession:
             turn_starts=tuple(self.turn_starts),
         )
 
-    def check_order(self, messages: Iterable[Message]) -> None:
+    def check_order(self, messages: Iterable[Message], *, reopened: Mapping[str, str] | None = None) -> None:
         """Refuse a batch that would leave a tool result without its call, or a call without its result.
 
         Calls may stay pending only at the end (the loop is mid-step); anything else appended while
-        calls are pending would give providers an invalid history.
+        calls are pending would give providers an invalid history. `reopened` are calls of the last step
+        whose stored (synthetic) result the same write excludes: they wait for a result again.
         """
-        pending = dict(self.pending)
+        pending = dict(self.pending) | dict(reopened or {})
         for message in messages:
             if message.role == "tool":
                 for result in message.tool_results:
