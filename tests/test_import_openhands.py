@@ -387,3 +387,37 @@ def test_truncated_array_is_refused_with_a_line(cut: float) -> None:
             parse(path, "openhands")
     assert caught.value.line is not None
     assert 1 <= caught.value.line <= text.count("\n") + 1
+
+
+# the older serialization (resolver output): no id, source or cause
+
+RESOLVER = CORPUS.parent / "formats" / "openhands" / "resolver_output_flat_history.jsonl"
+
+
+def test_resolver_output_imports_every_history_item_as_text_actions_and_observations() -> None:
+    run = json.loads(RESOLVER.read_text(encoding="utf-8").splitlines()[0])
+    history = run["history"]
+    store = Store.open(":memory:", tokenizer="chars/4")
+    report = store.import_file(RESOLVER)
+    assert report.format == "openhands"
+    (session,) = report.sessions
+    issue = run["issue"]
+    assert session.session_id == f"{issue['owner']}/{issue['repo']}#{issue['number']}"
+    assert session.title == issue["title"]
+    assert (session.messages, session.tool_calls, session.repairs) == (len(history), 0, ())
+    messages = store.session(session.session_id).stored_messages()
+    for item, message in zip(history, messages, strict=True):
+        if "observation" in item:
+            assert message.role == "user" and message.metadata is not None
+            assert message.metadata["observation"] == item["observation"] and message.text == item["content"]
+        elif item is history[0]:
+            assert (message.role, message.text) == ("user", item["content"])
+        else:
+            assert message.role == "assistant" and message.metadata == {"action": item["action"]} | (
+                {"outputs": item["outputs"]} if item.get("outputs") else {}
+            )
+            assert message.text.startswith(item["thought"])
+            for key, tag in (("command", "execute_bash"), ("code", "execute_ipython")):
+                if key in item:
+                    assert f"<{tag}>\n{item[key]}\n</{tag}>" in message.text
+    assert history[-1]["action"] == "finish" and not any(r.is_error for m in messages for r in m.tool_results)
