@@ -307,7 +307,7 @@ def test_a_real_branch_is_named(tmp_path: Path, kind: str) -> None:
 def test_reimporting_a_grown_file_adds_the_new_messages_and_shows_the_real_result(tmp_path: Path) -> None:
     path = tmp_path / HEAD.name
     shutil.copyfile(HEAD, path)
-    store = _store()
+    store = Store.open(tmp_path / "t.db", tokenizer="chars/4")
     (first,) = store.import_file(path).sessions
     (synthetic,) = [r.message_id for r in first.repairs if r.kind == "synthetic_result"]
     records = _raw(HEAD)
@@ -331,3 +331,5 @@ def test_reimporting_a_grown_file_adds_the_new_messages_and_shows_the_real_resul
     assert transcript.visible_messages().messages[-3].tool_results[0].content == "3 passed"
     (third,) = store.import_file(path).sessions
     assert third.appended == 0 and third.superseded == ()
+    store.close()
+    assert verify(tmp_path / "t.db").ok

@@ -9,8 +9,9 @@ use — both are skipped and counted, the model kept on the assistant messages. 
   the role kept in metadata so an export can write it back;
 - the items of one model response — `reasoning`, an assistant `message`, `function_call`,
   `custom_tool_call`, `local_shell_call` — → one assistant message: reasoning as a reasoning part (its
-  summary text) and, when Codex kept it, the encrypted reasoning as a redacted-reasoning part (opaque
-  data to send back); a `function_call`'s JSON-string `arguments` are parsed (kept raw when not
+  summary text); the encrypted reasoning Codex keeps (`encrypted_content`, which only OpenAI's
+  Responses API can read back) goes to metadata `encrypted_reasoning`, so no wire format sends it to
+  a provider that cannot; a `function_call`'s JSON-string `arguments` are parsed (kept raw when not
   JSON), a custom tool's free-form `input` is kept raw;
 - `function_call_output` / `custom_tool_call_output` → the tool result of the call with that `call_id`.
 `session_meta` gives the session id (else the file's stem) and metadata. Message ids are
@@ -37,7 +38,6 @@ from transcript.model import (
     Message,
     Part,
     ReasoningPart,
-    RedactedReasoningPart,
     TextPart,
     ToolCall,
 )
@@ -58,6 +58,7 @@ class _Response:
     line: int
     created_at: datetime
     parts: list[Part] = field(default_factory=list)
+    encrypted: list[str] = field(default_factory=list)
     calls: int = 0
     text: bool = False
 
@@ -138,8 +139,13 @@ class _Rollout:
             else:
                 raise BadRecord(f"unknown message role {role!r} (expected user, assistant or developer)")
         elif kind == "reasoning":
-            response = self._response(created_at, new=self.response is not None and bool(self.response.parts))
-            response.parts.extend(_reasoning(item))
+            current = self.response
+            response = self._response(
+                created_at, new=current is not None and bool(current.parts or current.encrypted)
+            )
+            summary, encrypted = _reasoning(item)
+            response.parts.extend(summary)
+            response.encrypted.extend(encrypted)
         elif kind in CALL_ITEMS:
             response = self._response(created_at)
             response.parts.append(_call(item, kind))
@@ -165,7 +171,7 @@ class _Rollout:
         response, self.response = self.response, None
         if response is None:
             return
-        if not response.parts:
+        if not response.parts and not response.encrypted:
             return
         index = response.line
         message_id = f"{self.session_id}/{self.lines[index]}"
@@ -175,12 +181,15 @@ class _Rollout:
         parts = [next(renamed) if isinstance(p, ToolCall) else p for p in response.parts]
         if not any(isinstance(p, (TextPart, ToolCall)) for p in parts):
             parts.append(TextPart(text=""))
+        metadata: dict[str, Any] = {"model": self.model} if self.model else {}
+        if response.encrypted:
+            metadata["encrypted_reasoning"] = response.encrypted
         message = Message(
             id=message_id,
             role="assistant",
             parts=tuple(parts),
             created_at=response.created_at,
-            metadata={"model": self.model} if self.model else None,
+            metadata=metadata or None,
         )
         self.history.add(
             Where(str(self.path), self.lines[index]).check(message), index, [c.id for c in calls]
@@ -227,22 +236,19 @@ def _user(parts: list[Part], message_id: str, created_at: datetime) -> Message:
     return message
 
 
-def _reasoning(item: dict[str, Any]) -> list[ReasoningPart | RedactedReasoningPart]:
+def _reasoning(item: dict[str, Any]) -> tuple[list[ReasoningPart], list[str]]:
+    """A reasoning item's summary and content text as a reasoning part, and its encrypted content."""
     texts: list[str] = []
     for key in ("summary", "content"):
         blocks = item.get(key) or []
         if not isinstance(blocks, list):
             raise BadRecord(f"reasoning {key!r} must be a list")
         texts.extend(get_str(b, "text") for b in blocks if isinstance(b, dict) and "text" in b)
-    parts: list[ReasoningPart | RedactedReasoningPart] = []
-    if texts:
-        parts.append(ReasoningPart(text="\n\n".join(texts)))
+    parts = [ReasoningPart(text="\n\n".join(texts))] if texts else []
     encrypted = item.get("encrypted_content")
-    if encrypted is not None:
-        if not isinstance(encrypted, str):
-            raise BadRecord("'encrypted_content' must be a string")
-        parts.append(RedactedReasoningPart(data=encrypted))
-    return parts
+    if encrypted is not None and not isinstance(encrypted, str):
+        raise BadRecord("'encrypted_content' must be a string")
+    return parts, [encrypted] if encrypted else []
 
 
 def _call(item: dict[str, Any], kind: str) -> ToolCall:

@@ -6,7 +6,7 @@ Roles map as they are (`developer` → system, remembered in metadata so the exp
 content is a string, null, or text / `image_url` (data: URLs only; `detail` hints are not kept) /
 `file` parts; `tool_calls[].function.arguments` is parsed when it is JSON and kept raw when not;
 `reasoning_content` becomes a reasoning part. Session ids are the file's stem (`<stem>:<line>` for
-conversation lines), message ids `<session>/<index>`. Pairing and repairs are `_common.History`'s:
+conversation lines), message ids `<session>/<index>`. Pairing and repairs are `pairing.History`'s:
 a tool message answering no pending call is kept as user text (`orphan_result_as_text`); a call
 unanswered before anything else, or at the end, gets an interrupted error result (`synthetic_result`).
 `is_error` on tool messages is our own extension, so an export keeps it; `export` writes a stored

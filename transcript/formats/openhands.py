@@ -9,10 +9,19 @@ the model). State changes, `null` observations and `recall` actions carry no con
 they are skipped and counted in the session's warnings and metadata. Session ids are the run's
 `instance_id` (else `<file stem>/<run index>`; the file stem for an event array), message ids
 `<session>/<event id>`, and naive timestamps are read as UTC. Repairs: the other actions of one
-parallel model response join its message (`merged_split_message`); as `_common.History` makes them,
+parallel model response join its message (`merged_split_message`); as `pairing.History` makes them,
 a call left unanswered before the next message or at the end gets an interrupted error result
-(`synthetic_result`), a result that answers no pending call is kept as user text
+(`synthetic_result`) — but `finish`, which ends a session by design and is never answered, gets a
+plain result (`session_end_result`) — and a result that answers no pending call is kept as user text
 (`orphan_result_as_text`).
+
+The older serialization (resolver `output.jsonl` before function calling) has no `id`, `source` or
+`cause`, and flattens arguments and extras into each event; CodeAct acted through text then. A run's
+first `message` actions (before any agent action) are the user's; each agent action becomes an
+assistant message as CodeAct showed it to the model — its thought, then the command in its tag
+(`<execute_bash>`, `<execute_ipython>`) — with the action in metadata; each observation a user
+message marked as one (metadata `observation`, and `exit_code`). Message ids are
+`<session>/<index>`; a resolver run's session id is its issue, `owner/repo#number`, titled by it.
 """
 
 from __future__ import annotations

@@ -5,7 +5,10 @@ place that makes a session pass `LiveSession.check_order`: a result answers the 
 unanswered call of its id in the latest step, a result that answers none is kept as user text
 (`orphan_result_as_text`), and every call still unanswered when another message follows or the
 session ends gets a synthetic `is_error` result `INTERRUPTED_RESULT` right after its step
-(`synthetic_result`) — so no session ends with calls pending, and every repair is named.
+(`synthetic_result`) — so no session ends with calls pending, and every repair is named. A call of a
+tool that ends the session by design (`ending_tools`, OpenHands' `finish`) gets a plain result saying
+so instead (`session_end_result`): nothing went wrong. Synthetic results carry metadata
+`synthetic: true`, which lets a later import of a grown file supersede them with the real results.
 """
 
 from __future__ import annotations
