@@ -27,12 +27,12 @@ import msgspec
 from transcript.formats.base import BadRecord, FormatError, ParsedSession, Repair, Where
 from transcript.formats.pairing import (
     History,
-    RecordLines,
     file_time,
     get_str,
     iso_time,
     read_bytes,
 )
+from transcript.formats.record_lines import RecordLines
 from transcript.model import ImagePart, Message, Part, ReasoningPart, ResultContent, TextPart, ToolCall
 from transcript.model.errors import InvalidMessage
 

@@ -28,7 +28,8 @@ from typing import Any, Final
 import msgspec
 
 from transcript.formats.base import BadRecord, FormatError, ParsedSession
-from transcript.formats.pairing import History, RecordLines, decode_document, file_time, get_str, tool_call
+from transcript.formats.pairing import History, decode_document, file_time, get_str, tool_call
+from transcript.formats.record_lines import RecordLines
 from transcript.model import Message, TextPart
 from transcript.model.errors import InvalidMessage
 

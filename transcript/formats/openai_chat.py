@@ -25,7 +25,6 @@ import msgspec
 from projection.wire.openai import encode_openai
 from transcript.formats.base import FormatError, ParsedSession, Where
 from transcript.formats.pairing import (
-    RecordLines,
     SessionBuilder,
     data_url,
     decode_document,
@@ -34,6 +33,7 @@ from transcript.formats.pairing import (
     read_bytes,
     tool_call,
 )
+from transcript.formats.record_lines import RecordLines
 from transcript.model import (
     DocumentPart,
     ImagePart,

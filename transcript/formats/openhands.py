@@ -37,7 +37,6 @@ import msgspec
 from transcript.formats.base import BadRecord, FormatError, ParsedSession
 from transcript.formats.pairing import (
     History,
-    RecordLines,
     assistant_text,
     decode_document,
     file_time,
@@ -48,6 +47,7 @@ from transcript.formats.pairing import (
     parse_time,
     tool_call,
 )
+from transcript.formats.record_lines import RecordLines
 from transcript.model import ImagePart, Message, ReasoningPart, TextPart, ToolCall
 from transcript.model.errors import InvalidMessage
 

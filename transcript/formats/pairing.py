@@ -13,7 +13,6 @@ so instead (`session_end_result`): nothing went wrong. Synthetic results carry m
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -54,7 +53,6 @@ def file_time(path: Path) -> datetime:
     return datetime.fromtimestamp(path.stat().st_mtime, UTC)
 
 
-_WS: Final = re.compile(r"[ \t\n\r]*")
 # A high surrogate escape not followed by a low one, or a low one not preceded by a high one.
 LONE_SURROGATE: Final = re.compile(
     r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
@@ -92,65 +90,6 @@ def locate_json_error(data: bytes) -> tuple[int | None, str | None]:
         return None, None
     reason = f"{match.group()} is a lone UTF-16 surrogate, which is not valid Unicode"
     return text.count("\n", 0, match.start()) + 1, reason
-
-
-class RecordLines:
-    """The line where each element of a document's array starts, found only when first asked for.
-
-    `key` names the array under the top-level object (None: the document is the array). Importers
-    ask only when naming a bad record or a repair, so a clean import never scans the text twice.
-    """
-
-    def __init__(self, data: bytes, key: str | None = None) -> None:
-        self._data = data
-        self._key = key
-        self._lines: list[int] | None = None
-
-    def __call__(self, index: int) -> int | None:
-        if self._lines is None:
-            self._lines = self._scan()
-        return self._lines[index] if 0 <= index < len(self._lines) else None
-
-    def _scan(self) -> list[int]:
-        try:
-            text = self._data.decode("utf-8")
-            offsets = _array_offsets(text, self._key)
-        except (ValueError, IndexError, RecursionError):
-            return []
-        newlines = [match.start() for match in re.finditer("\n", text)]
-        return [bisect.bisect(newlines, offset) + 1 for offset in offsets]
-
-
-def _array_offsets(text: str, key: str | None) -> list[int]:
-    decoder = json.JSONDecoder()
-    pos = _skip(text, 0)
-    if key is not None:
-        if text[pos] != "{":
-            return []
-        pos = _skip(text, pos + 1)
-        while text[pos] == '"':
-            name, pos = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
-            pos = _skip(text, _skip(text, pos) + 1)  # past the ':'
-            if name == key:
-                break
-            pos = _skip(text, decoder.raw_decode(text, pos)[1])
-            pos = _skip(text, pos + 1) if text[pos] == "," else pos
-        else:
-            return []
-    if text[pos] != "[":
-        return []
-    offsets = []
-    pos = _skip(text, pos + 1)
-    while text[pos] != "]":
-        offsets.append(pos)
-        pos = _skip(text, decoder.raw_decode(text, pos)[1])
-        pos = _skip(text, pos + 1) if text[pos] == "," else pos
-    return offsets
-
-
-def _skip(text: str, pos: int) -> int:
-    match = _WS.match(text, pos)
-    return match.end() if match else pos
 
 
 def parse_time(value: object, fallback: datetime) -> tuple[datetime, bool]:

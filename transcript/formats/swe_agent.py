@@ -24,7 +24,6 @@ from transcript.formats.base import BadRecord, FormatError, ParsedSession
 from transcript.formats.pairing import (
     THINKING_BLOCKS,
     History,
-    RecordLines,
     assistant_text,
     decode_document,
     file_time,
@@ -33,6 +32,7 @@ from transcript.formats.pairing import (
     thinking_part,
     tool_call,
 )
+from transcript.formats.record_lines import RecordLines
 from transcript.model import (
     Message,
     ReasoningPart,
