@@ -333,3 +333,21 @@ def test_reimporting_a_grown_file_adds_the_new_messages_and_shows_the_real_resul
     assert third.appended == 0 and third.superseded == ()
     store.close()
     assert verify(tmp_path / "t.db").ok
+
+
+def test_a_file_that_grew_past_claude_codes_compaction_compacts_the_stored_session(tmp_path: Path) -> None:
+    lines = COMPACTED.read_text(encoding="utf-8").splitlines(keepends=True)
+    boundary = next(k for k, line in enumerate(lines) if '"compact_boundary"' in line)
+    path = tmp_path / COMPACTED.name
+    path.write_text("".join(lines[:boundary]), encoding="utf-8")
+    store = _store()
+    (before,) = store.import_file(path).sessions
+    assert before.compactions == 0
+    path.write_text("".join(lines), encoding="utf-8")
+    (after,) = store.import_file(path).sessions
+    assert (after.appended, after.compactions) == (1, 1)
+    transcript = store.session(after.session_id)
+    assert [m.kind for m in transcript.visible_messages().messages] == ["summary"]
+    assert [r.strategy for r in transcript.compact_results()] == ["imported"]
+    assert store.import_file(path).sessions[0].appended == 0
+    assert len(transcript.compact_results()) == 1
