@@ -32,6 +32,16 @@ FIXTURE_FORMATS = {
 }
 
 
+def _line(value: Any) -> str:
+    return json.dumps(value) + "\n"
+
+
+def _file(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def test_every_corpus_file_has_an_expected_format() -> None:
     assert sorted(p.name for p in CORPUS.iterdir() if p.name != "README.md") == sorted(CORPUS_FORMATS)
 
@@ -47,20 +57,54 @@ def test_fixtures(name: str, expected: str) -> None:
     assert detect(PROJECT_ROOT / "fixtures" / name) == expected
 
 
+# fixtures/formats/<format>/...: the folder names the format (the sub-agent files are read with their
+# session, and meta files are no transcripts).
+FORMAT_FILES = sorted(
+    p
+    for p in (PROJECT_ROOT / "fixtures" / "formats").rglob("*.json*")
+    if "subagents" not in p.parts and not p.name.endswith(".meta.json")
+)
+
+
+def test_there_is_a_fixture_of_every_new_format() -> None:
+    folders = {p.relative_to(PROJECT_ROOT / "fixtures" / "formats").parts[0] for p in FORMAT_FILES}
+    assert folders == {"claude-code", "codex", "gemini-cli", "mini-swe-agent", "openai-json", "openhands"}
+    assert folders <= set(IMPORTERS)
+
+
+@pytest.mark.parametrize("path", FORMAT_FILES, ids=lambda p: p.name)
+def test_format_fixtures(path: Path) -> None:
+    assert detect(path) == path.relative_to(PROJECT_ROOT / "fixtures" / "formats").parts[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "looks"),
+    [
+        ("notes.txt", "hello, world\n", "text starting 'hello, world"),
+        ("events.jsonl", _line({"event": "start", "at": 1}) + _line({"event": "stop"}), "keys at, event"),
+        ("chat.json", json.dumps({"conversation": [{"speaker": "a"}]}, indent=2), "keys conversation"),
+        ("list.json", json.dumps([{"speaker": "a", "said": "hi"}], indent=2), "an array of 1 item(s)"),
+    ],
+)
+def test_an_unsupported_file_names_the_formats_tried_and_what_it_looked_like(
+    tmp_path: Path, name: str, text: str, looks: str
+) -> None:
+    with pytest.raises(FormatError) as caught:
+        detect(_file(tmp_path, name, text))
+    message = str(caught.value)
+    assert f"tried {', '.join(IMPORTERS)}" in message
+    assert "the file looks like" in message and looks in message
+
+
+def test_gemini_chats_are_not_taken_for_anthropic_messages(tmp_path: Path) -> None:
+    chat = {"sessionId": "s", "projectHash": "h", "messages": [{"id": "1", "type": "user", "content": "hi"}]}
+    assert detect(_file(tmp_path, "chat.json", json.dumps(chat, indent=2))) == "gemini-cli"
+
+
 def test_the_corpus_readme_is_not_a_transcript() -> None:
     with pytest.raises(FormatError, match="cannot tell the format") as info:
         detect(CORPUS / "README.md")
     assert info.value.line is None
-
-
-def _file(tmp_path: Path, name: str, text: str) -> Path:
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _line(value: Any) -> str:
-    return json.dumps(value) + "\n"
 
 
 PLAIN = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
@@ -88,6 +132,8 @@ OPENAI_LINE = {"messages": [{"role": "system", "content": "be brief"}, *PLAIN["m
             "claude-code",
         ),
         ("bom.jsonl", "\ufeff" + _line({"role": "user", "content": "hi"}), "openai-jsonl"),
+        ("openai-body.json", json.dumps(OPENAI_LINE, indent=2), "openai-json"),
+        ("dumped.json", json.dumps(OPENAI_LINE["messages"], indent=2), "openai-json"),
     ],
 )
 def test_shapes(tmp_path: Path, name: str, text: str, expected: str) -> None:
@@ -102,7 +148,6 @@ def test_shapes(tmp_path: Path, name: str, text: str, expected: str) -> None:
         ("plain.txt", _line(PLAIN), "fits both"),
         ("unknown.json", json.dumps({"foo": [1, 2]}, indent=2), "no known shape"),
         ("unknown.jsonl", _line({"foo": 1}) + _line({"bar": 2}), "no known record shape"),
-        ("openai-body.json", json.dumps(OPENAI_LINE, indent=2), "openai-jsonl"),
         ("empty-list.json", "[\n]\n", "no known shape"),
     ],
 )

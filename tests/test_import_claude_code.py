@@ -586,6 +586,14 @@ KNOWN_TYPES = {
     "file-history-snapshot",
     "queue-operation",
     "progress",
+    "attachment",
+    "mode",
+    "permission-mode",
+    "atis-latch",
+    "last-prompt",
+    "ai-title",
+    "custom-title",
+    "cost-state",
 }
 BAD_KINDS = ["wrong_type", "missing", "truncated", "unknown_role", "unknown_type", "surrogate", "not_object"]
 

@@ -21,6 +21,7 @@ from tests.helpers import dump
 from tests.import_checks import assert_paired, refused, surrogate_line
 from transcript import FormatError, Store, verify
 from transcript.formats import parse
+from transcript.formats.pairing import SESSION_END_RESULT
 from transcript.model import INTERRUPTED_RESULT
 
 MULTI = CORPUS / "openhands_multiswe_ponyc_output.jsonl"
@@ -156,7 +157,7 @@ def test_tool_call_keeps_the_models_own_text_and_call() -> None:
     assert session.messages[-1].text.startswith("I've created a complete Vue.js todo application")
 
 
-def test_runs_become_sessions_with_system_recall_and_an_interrupted_finish() -> None:
+def test_runs_become_sessions_with_system_recall_and_a_finish_that_ends_them() -> None:
     sessions = parse(MULTI, "openhands")
     first = sessions[0]
     assert first.metadata["instance_id"] == "ponylang__ponyc-4595"
@@ -167,14 +168,17 @@ def test_runs_become_sessions_with_system_recall_and_an_interrupted_finish() -> 
         ("user", "message"),
         ("user", "meta"),
     ]  # recall: workspace context
-    # the run ends on an unanswered `finish` call (event 49): a synthetic result closes it, named
-    finish, synthetic = first.messages[-2:]
+    # the run ends on a `finish` call (event 49), which OpenHands never answers by design: a plain result
+    # (not an error) closes it, named
+    finish, closing = first.messages[-2:]
     assert (finish.id, finish.tool_calls[0].name) == ("ponylang__ponyc-4595/49", "finish")
-    (result,) = synthetic.tool_results
-    assert (result.call_id, result.content, result.is_error) == ("toolu_23", INTERRUPTED_RESULT, True)
+    (result,) = closing.tool_results
+    assert (result.call_id, result.content, result.is_error) == ("toolu_23", SESSION_END_RESULT, False)
     assert [(r.kind, r.call_id, r.message_id) for r in first.repairs] == [
-        ("synthetic_result", "toolu_23", "ponylang__ponyc-4595/49/interrupted-0")
+        ("session_end_result", "toolu_23", "ponylang__ponyc-4595/49/interrupted-0")
     ]
+    no_error_results = [r for s in sessions for m in s.messages for r in m.tool_results if r.name == "finish"]
+    assert no_error_results and not any(r.is_error for r in no_error_results)
     # the `error` observation without a call id (run 2, event 29) is shown to the model as user text
     error = next(m for m in sessions[1].messages if m.id == "ponylang__ponyc-4593/29")
     assert (error.role, error.metadata) == ("user", {"observation": "error"})
@@ -383,3 +387,37 @@ def test_truncated_array_is_refused_with_a_line(cut: float) -> None:
             parse(path, "openhands")
     assert caught.value.line is not None
     assert 1 <= caught.value.line <= text.count("\n") + 1
+
+
+# the older serialization (resolver output): no id, source or cause
+
+RESOLVER = CORPUS.parent / "formats" / "openhands" / "resolver_output_flat_history.jsonl"
+
+
+def test_resolver_output_imports_every_history_item_as_text_actions_and_observations() -> None:
+    run = json.loads(RESOLVER.read_text(encoding="utf-8").splitlines()[0])
+    history = run["history"]
+    store = Store.open(":memory:", tokenizer="chars/4")
+    report = store.import_file(RESOLVER)
+    assert report.format == "openhands"
+    (session,) = report.sessions
+    issue = run["issue"]
+    assert session.session_id == f"{issue['owner']}/{issue['repo']}#{issue['number']}"
+    assert session.title == issue["title"]
+    assert (session.messages, session.tool_calls, session.repairs) == (len(history), 0, ())
+    messages = store.session(session.session_id).stored_messages()
+    for item, message in zip(history, messages, strict=True):
+        if "observation" in item:
+            assert message.role == "user" and message.metadata is not None
+            assert message.metadata["observation"] == item["observation"] and message.text == item["content"]
+        elif item is history[0]:
+            assert (message.role, message.text) == ("user", item["content"])
+        else:
+            assert message.role == "assistant" and message.metadata == {"action": item["action"]} | (
+                {"outputs": item["outputs"]} if item.get("outputs") else {}
+            )
+            assert message.text.startswith(item["thought"])
+            for key, tag in (("command", "execute_bash"), ("code", "execute_ipython")):
+                if key in item:
+                    assert f"<{tag}>\n{item[key]}\n</{tag}>" in message.text
+    assert history[-1]["action"] == "finish" and not any(r.is_error for m in messages for r in m.tool_results)

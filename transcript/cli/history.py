@@ -195,7 +195,9 @@ def _simulate(
                     f"session {sid!r} already exists in {store.path}; use --prefix or --db"
                 )
             transcript = store.session(sid, config=config)
-            runs.append(simulate_session(transcript, session.messages, budget_tokens=budget, config=config))
+            runs.append(
+                simulate_session(transcript, session.replayable(), budget_tokens=budget, config=config)
+            )
     return runs
 
 

@@ -19,6 +19,7 @@ from transcript.cli.options import (
     view_data,
 )
 from transcript.cli.output import emit, message_lines, safe, table
+from transcript.formats import IMPORTERS
 from transcript.session.replay import view_at
 
 
@@ -46,7 +47,7 @@ def sessions(db_path: str | None, fmt: str) -> None:
 @click.option(
     "--format",
     "source_format",
-    type=click.Choice(["auto", "claude-code", "openhands", "swe-agent", "openai-jsonl", "anthropic-json"]),
+    type=click.Choice(["auto", *IMPORTERS]),
     default="auto",
     show_default=True,
     help="Format of FILE.",
@@ -73,6 +74,15 @@ def import_(file: Path, db_path: str | None, source_format: str, output: str) ->
             f"  repair in {safe(session.session_id)}: {r.kind}: {safe(r.detail)}" for r in session.repairs
         ]
         lines += [f"  warning in {safe(session.session_id)}: {safe(w)}" for w in session.warnings]
+        if session.compactions:
+            lines.append(
+                f"  {session.compactions} compaction(s) the agent made itself imported in "
+                f"{safe(session.session_id)} (strategy 'imported')"
+            )
+        lines += [
+            f"  superseded in {safe(session.session_id)}: synthetic result {safe(m)} (a real result followed)"
+            for m in session.superseded
+        ]
     emit(report, output, text=lines)
 
 

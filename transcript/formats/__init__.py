@@ -9,27 +9,21 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
 
 from transcript.formats.base import FormatError, ParsedSession, Repair
+from transcript.formats.registry import IMPORTERS
 from transcript.model.errors import InvalidArgument
-
-# format name -> module whose `parse(path) -> list[ParsedSession]` reads it
-IMPORTERS: Final = {
-    "claude-code": "transcript.formats.claude_code",
-    "openhands": "transcript.formats.openhands",
-    "swe-agent": "transcript.formats.swe_agent",
-    "openai-jsonl": "transcript.formats.openai_chat",
-    "anthropic-json": "transcript.formats.anthropic_messages",
-}
 
 
 def parse(path: str | Path, format: str) -> list[ParsedSession]:
     """The sessions of a file in a named format; raises `FormatError` naming the bad line."""
-    module = IMPORTERS.get(format) if isinstance(format, str) else None
-    if module is None:
+    target = IMPORTERS.get(format) if isinstance(format, str) else None
+    if target is None:
         raise InvalidArgument(f"unknown format {format!r} (expected one of: auto, {', '.join(IMPORTERS)})")
-    parser: Callable[[str | Path], list[ParsedSession]] = importlib.import_module(module).parse
+    module, _, function = target.partition(":")
+    parser: Callable[[str | Path], list[ParsedSession]] = getattr(
+        importlib.import_module(module), function or "parse"
+    )
     return parser(path)
 
 

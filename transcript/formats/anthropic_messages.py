@@ -6,7 +6,7 @@ message; blocks map one to one (text, base64 image and document, tool_use, think
 redacted_thinking); in a user message each `tool_result` becomes its own tool message, in order, and
 the text and media blocks around them become user messages. A `tool_use` whose `input` is a string is
 read as raw (non-JSON) arguments, which is how `export` writes those. Pairing and repairs are
-`_common.History`'s, as in `openai_chat`: a result answering no pending call is kept as user text
+`pairing.History`'s, as in `openai_chat`: a result answering no pending call is kept as user text
 (`orphan_result_as_text`); a call unanswered before anything else, or at the end, gets an interrupted
 error result (`synthetic_result`). Request hints such as `cache_control` and `citations` are not
 content and are not kept.

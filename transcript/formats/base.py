@@ -1,7 +1,10 @@
 """What every importer produces, and the error it raises on a bad record.
 
 An importer is a pure function from a file to `ParsedSession`s: messages in history order, ready to
-append, with every repair it made named (never a silent drop). The store then writes all sessions of
+append, with every repair it made named (never a silent drop). A session may also say what its own
+agent did to its view: a compaction the agent made (`compactions`, keyed by the summary message) and
+records the model never saw (`hidden`, kept in the history but out of every view); the store writes
+those as marks through the mutator. The store then writes all sessions of
 a file in one transaction, so a bad record anywhere leaves the store exactly as it was. Every refusal
 is a `FormatError` naming the file and line (`Where` builds one; `BadRecord` is one on its way).
 """
@@ -25,6 +28,8 @@ RepairKind: TypeAlias = Literal[
     "orphan_result_as_text",  # a result answered no known call: kept as user text, saying so
     "call_id_renamed",  # a call id was reused or missing: a unique id was derived for it
     "merged_split_message",  # one API message spread over several records was joined
+    "session_end_result",  # a call that ends the session by design (OpenHands `finish`) got a plain result
+    "hidden_from_view",  # a record the model never saw (a synthetic API error) is kept out of every view
 ]
 
 
@@ -38,8 +43,24 @@ class Repair(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     line: int | None = None
 
 
+class ImportedCompaction(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A compaction the recorded agent made itself: its summary replaced everything visible before it.
+
+    `trigger` is the agent's (`auto` or `manual`), `pre_tokens` the size it reported before compacting.
+    """
+
+    source: str
+    trigger: str | None = None
+    pre_tokens: int | None = None
+    line: int | None = None
+
+
 class ParsedSession(msgspec.Struct, kw_only=True):
-    """One session read from a file, before it is stored."""
+    """One session read from a file, before it is stored.
+
+    `compactions` maps the id of a summary message (kind `summary`) to the compaction it ends;
+    `hidden` maps the id of a message the model never saw to why it is kept out of every view.
+    """
 
     session_id: str
     messages: list[Message]
@@ -49,6 +70,13 @@ class ParsedSession(msgspec.Struct, kw_only=True):
     parent_call_id: str | None = None
     repairs: list[Repair] = msgspec.field(default_factory=list)
     warnings: list[str] = msgspec.field(default_factory=list)
+    compactions: dict[str, ImportedCompaction] = msgspec.field(default_factory=dict)
+    hidden: dict[str, str] = msgspec.field(default_factory=dict)
+
+    def replayable(self) -> list[Message]:
+        """The messages a loop would have appended itself (`simulate`): without the agent's own summaries
+        and without what the model never saw."""
+        return [m for m in self.messages if m.id not in self.compactions and m.id not in self.hidden]
 
 
 class FormatError(InvalidMessage):

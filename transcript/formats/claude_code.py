@@ -1,72 +1,51 @@
 """Claude Code session JSONL: one record per line, threaded by `uuid`/`parentUuid`, read in file order.
 
-Assistant records sharing one API `message.id` are one assistant message (blocks in order, id = the
-first record's `uuid`, `metadata["records"]` counts them); each `tool_result` block of a user record
-becomes a tool message, emitted in the order the calls were made, and the record's other blocks follow
-as a user message. `isMeta` user records become `kind="meta"` messages, the `summary` record becomes
-the title and metadata, and each `isSidechain` conversation becomes a child session linked to the
-`Task`/`Agent` call whose `input.prompt` equals its first user text (a warning when none does).
-Repairs: an unanswered call, also one at the end of a thread, gets the synthetic `is_error` result of
-`_common.interrupted` right after its step (`synthetic_result`); a result answering no pending call is
-kept as a `meta` user text saying so, after the step (`orphan_result_as_text`). Bookkeeping records
-(`system`, `progress`, ...) are skipped and counted in the warnings; `toolUseResult` (a richer copy of
-a result) is not kept.
+Each conversation is built by `claude_code_thread.Thread` (split assistant records merged, results in
+call order, Claude Code's own compactions and synthetic API errors named). The main conversation is
+one session; every sub-agent conversation becomes a child session linked to the `Task`/`Agent` call
+that started it, wherever Claude Code wrote it:
+- `isSidechain` records in the session file (up to 1.x), linked by the call whose `input.prompt`
+  equals the sidechain's first user text (a warning when none does);
+- `progress` records with `data.type: "agent_progress"` (2.1.x), each carrying one record of the
+  sub-agent, linked by `parentToolUseID`;
+- sub-agent files beside the session file, `<session>/subagents/agent-<id>.jsonl` (2.1.x, with an
+  `agent-<id>.meta.json` naming the call) or `agent-<id>.jsonl` in the same directory (2.0.x), linked
+  by the meta file, then by the agent's `agent_progress` records, then by prompt. A sub-agent found in
+  a file is not read again from `agent_progress` records.
+The `summary` record becomes the title and metadata. Bookkeeping records (`progress`, `system` but
+`compact_boundary`, snapshots, settings, titles, costs) are skipped and counted in the warnings;
+`toolUseResult` (a richer copy of a result) is not kept. A branch warning names only real branches
+(`claude_code_thread.Branches`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
-from transcript.formats.base import FormatError, ParsedSession, Repair, RepairKind, Where
+import msgspec
+
+from transcript.formats.base import FormatError, ParsedSession
 from transcript.formats.claude_code_records import (
     Assistant,
-    Document,
-    Image,
     Line,
-    RedactedThinking,
+    Progress,
     Summary,
-    Text,
-    Thinking,
-    ToolResultBlock,
+    System,
     ToolUse,
     Turn,
     User,
+    agent_progress,
     decode,
 )
-from transcript.formats.pairing import file_time, interrupted
-from transcript.model import (
-    DocumentPart,
-    ImagePart,
-    Message,
-    Part,
-    ReasoningPart,
-    RedactedReasoningPart,
-    TextPart,
-    ToolCall,
-)
+from transcript.formats.claude_code_thread import Branches, Thread
+from transcript.formats.pairing import file_time
+from transcript.model import Message
 
 SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
-
-
-@dataclass
-class _Step:
-    """An assistant message being merged, and the results that answer its calls."""
-
-    id: str
-    api_id: str
-    created_at: datetime
-    line: int
-    parts: list[Part] = field(default_factory=list)
-    calls: dict[str, str] = field(default_factory=dict)
-    results: dict[str, Message] = field(default_factory=dict)
-    deferred: list[Message] = field(default_factory=list)
-    model: str | None = None
-    usage: dict[str, Any] | None = None
-    records: int = 0
 
 
 @dataclass
@@ -75,193 +54,39 @@ class _Call:
 
     thread: str | None
     id: str
-    prompt: str
+    prompt: str | None
     description: str | None
 
 
-class _Thread:
-    """Builds one session's messages record by record, pairing results with their step's calls."""
+@dataclass
+class _Agent:
+    """A sub-agent seen through its `agent_progress` records: the call that started it, its prompt."""
 
-    def __init__(self, path: Path, root_line: int) -> None:
-        self.path = path
-        self.root_line = root_line
-        self.messages: list[Message] = []
-        self.repairs: list[Repair] = []
-        self.warnings: list[str] = []
-        self.opening: str | None = None
-        self.step: _Step | None = None
-        self.last_uuid: str | None = None
-        self.unthreaded: list[int] = []
-        self.first: Turn | None = None
-
-    def follow(self, uuid: str | None, parent: str | None, line: int) -> None:
-        """Note a record's place in the thread (a record not continuing the previous one is a branch)."""
-        if uuid is None:
-            return
-        if self.last_uuid is not None and parent != self.last_uuid:
-            self.unthreaded.append(line)
-        self.last_uuid = uuid
-
-    def add_assistant(self, record: Assistant, line: int, at: datetime) -> None:
-        message = record.message
-        step = self.step
-        if step is None or step.api_id != message.id:
-            self.flush()
-            step = _Step(id=record.uuid, api_id=message.id, created_at=at, line=line, model=message.model)
-            self.step = step
-        step.records += 1
-        step.usage = message.usage if message.usage is not None else step.usage
-        blocks = [Text(text=message.content)] if isinstance(message.content, str) else message.content
-        for block in blocks:
-            if isinstance(block, ToolUse):
-                if block.id in step.calls:
-                    raise FormatError(self.path, line, f"tool_use id {block.id!r} twice in one message")
-                step.calls[block.id] = block.name
-            step.parts.append(_assistant_part(block))
-
-    def add_user(self, record: User, line: int, at: datetime) -> None:
-        content = record.message.content
-        blocks = [Text(text=content)] if isinstance(content, str) else content
-        results = [b for b in blocks if isinstance(b, ToolResultBlock)]
-        others = [b for b in blocks if not isinstance(b, ToolResultBlock)]
-        for index, result in enumerate(results):
-            self._add_result(result, _derived_id(record.uuid, index), line, at)
-        if others or not results:
-            self.flush()
-            parts = [_user_part(b, self.path, line) for b in others] or [TextPart(text="")]
-            if not self.messages and self.opening is None:
-                self.opening = "".join(p.text for p in parts if isinstance(p, TextPart))
-            kind: Literal["message", "meta"] = "meta" if record.is_meta else "message"
-            message_id = _derived_id(record.uuid, len(results))
-            user = Message(id=message_id, role="user", parts=tuple(parts), created_at=at, kind=kind)
-            self.messages.append(self._checked(user, line))
-
-    def _add_result(self, block: ToolResultBlock, message_id: str, line: int, at: datetime) -> None:
-        content = _result_content(block.content, self.path, line)
-        step = self.step
-        call_id = block.tool_use_id
-        if step is not None and call_id in step.calls and call_id not in step.results:
-            step.results[call_id] = Message.tool_result(
-                call_id,
-                content,
-                name=step.calls[call_id],
-                is_error=bool(block.is_error),
-                id=message_id,
-                created_at=at,
-            )
-            return
-        answered = step is not None and call_id in step.results
-        why = "answers a call that was already answered" if answered else "answers no pending call"
-        prefix = f"[tool result for call {call_id!r}{' (error)' if block.is_error else ''}: it {why}; "
-        prefix += "kept as text by the importer]\n"
-        text = content if isinstance(content, str) else ""
-        parts: list[TextPart | ImagePart | DocumentPart] = [TextPart(text=prefix + text)]
-        if not isinstance(content, str):
-            parts.extend(content)
-        orphan = Message(id=message_id, role="user", parts=tuple(parts), created_at=at, kind="meta")
-        self._repair("orphan_result_as_text", f"tool_result {why}; kept as text", message_id, call_id, line)
-        (step.deferred if step is not None else self.messages).append(self._checked(orphan, line))
-
-    def flush(self, *, final: bool = False) -> None:
-        """Close the open step: its message, its results in call order, then anything deferred.
-
-        A call without a result gets a synthetic one in its place; `final`: the thread ends here.
-        """
-        step, self.step = self.step, None
-        if step is None:
-            return
-        records = step.records if step.records > 1 else None
-        metadata = _some(api_message_id=step.api_id, model=step.model, usage=step.usage, records=records)
-        assistant = Message(
-            id=step.id,
-            role="assistant",
-            parts=tuple(step.parts) or (TextPart(text=""),),
-            created_at=step.created_at,
-            metadata=metadata or None,
-        )
-        self.messages.append(self._checked(assistant, step.line))
-        for index, (call_id, name) in enumerate(step.calls.items()):
-            result = step.results.get(call_id)
-            if result is None:
-                result, repair = interrupted(
-                    call_id,
-                    name,
-                    step_id=step.id,
-                    created_at=step.created_at,
-                    id=f"{step.id}/interrupted/{index}",
-                    line=step.line,
-                    final=final,
-                )
-                self.repairs.append(repair)
-            self.messages.append(result)
-        self.messages.extend(step.deferred)
-
-    def _checked(self, message: Message, line: int) -> Message:
-        return Where(str(self.path), line).check(message)
-
-    def _repair(self, kind: RepairKind, detail: str, message_id: str, call_id: str, line: int) -> None:
-        self.repairs.append(
-            Repair(kind=kind, detail=detail, message_id=message_id, call_id=call_id, line=line)
-        )
-
-    def close(self) -> None:
-        self.flush(final=True)
-        if self.unthreaded:
-            self.warnings.append(
-                f"{len(self.unthreaded)} record(s) do not continue the record before them (parentUuid), "
-                f"first at line {self.unthreaded[0]}: the file holds branches (edits or retries); "
-                "imported in file order"
-            )
-
-
-def _assistant_part(block: Text | Thinking | RedactedThinking | ToolUse) -> Part:
-    if isinstance(block, Text):
-        return TextPart(text=block.text)
-    if isinstance(block, Thinking):
-        return ReasoningPart(text=block.thinking, signature=block.signature)
-    if isinstance(block, RedactedThinking):
-        return RedactedReasoningPart(data=block.data)
-    return ToolCall(id=block.id, name=block.name, input=block.input)
-
-
-def _user_part(block: Text | Image | Document, path: Path, line: int) -> TextPart | ImagePart | DocumentPart:
-    if isinstance(block, Text):
-        return TextPart(text=block.text)
-    source = block.source
-    if source.type != "base64" or not source.media_type:
-        raise FormatError(path, line, f"media source {source.type!r} is not supported (base64 only)")
-    if isinstance(block, Image):
-        return ImagePart(media_type=source.media_type, data=source.data)
-    return DocumentPart(media_type=source.media_type, data=source.data, title=block.title)
-
-
-def _result_content(
-    content: str | list[Text | Image | Document] | None, path: Path, line: int
-) -> str | list[TextPart | ImagePart | DocumentPart]:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return [_user_part(item, path, line) for item in content]
-
-
-def _derived_id(uuid: str, index: int) -> str:
-    """The id of the `index`-th message one record becomes: its uuid, then `uuid/1`, `uuid/2`, ..."""
-    return f"{uuid}/{index}" if index else uuid
+    call_id: str | None
+    prompt: str | None
+    line: int
 
 
 class _Reader:
-    """Reads the records in file order and dispatches each to its thread."""
+    """Reads the records of one file in file order and dispatches each to its thread."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self, path: Path, skip_agents: frozenset[str] = frozenset(), *, single: bool = False
+    ) -> None:
         self.path = path
-        self.threads: dict[str | None, _Thread] = {}
+        self.single = single
+        self.threads: dict[str | None, Thread] = {}
         self.thread_of: dict[str, str | None] = {}
         self.seen: dict[str, int] = {}
         self.summaries: list[dict[str, str]] = []
         self.skipped: Counter[str] = Counter()
         self.session_ids: dict[str, None] = {}
-        self.calls: list[_Call] = []
+        self.calls: dict[str, _Call] = {}
+        self.agents: dict[str, _Agent] = {}  # thread key of an agent_progress sub-agent -> its origin
+        self.agent_calls: dict[str, str] = {}  # agentId -> parentToolUseID, from agent_progress records
+        self.branches = Branches()
+        self._skip_agents = skip_agents
+        self._progress_seen: set[str] = set()
         self._mtime: datetime | None = None
 
     def read(self, data: bytes) -> None:
@@ -279,22 +104,32 @@ class _Reader:
             earlier = self.seen.setdefault(record.uuid, line)
             if earlier != line:
                 raise FormatError(self.path, line, f"uuid {record.uuid!r} is already used at line {earlier}")
+        self.branches.note(record, line)
         thread = self._thread(record, line)
-        thread.follow(record.uuid, record.parent_uuid, line)
+        if isinstance(record, Progress) and (record.data or {}).get("type") == "agent_progress":
+            self._agent_progress(record, line)
+            return
+        if isinstance(record, System) and record.subtype == "compact_boundary":
+            metadata = record.compact_metadata
+            trigger, pre_tokens = (metadata.trigger, metadata.pre_tokens) if metadata else (None, None)
+            thread.compact_boundary(trigger, pre_tokens, line)
+            return
         if not isinstance(record, Turn):
             self.skipped[type(record).__struct_config__.tag] += 1  # type: ignore[index]
             return
         self.session_ids.setdefault(record.session_id)
-        thread.first = thread.first or record
+        self._add(thread, record, line)
+
+    def _add(self, thread: Thread, record: User | Assistant, line: int) -> None:
         at = record.timestamp if record.timestamp is not None else self._file_time()
-        if isinstance(record, User):
-            thread.add_user(record, line, at)
-        else:
-            thread.add_assistant(record, line, at)
+        thread.add(record, line, at)
+        if isinstance(record, Assistant):
             self._note_calls(record)
 
-    def _thread(self, record: Line, line: int) -> _Thread:
+    def _thread(self, record: Line, line: int) -> Thread:
         key: str | None = None
+        if self.single:
+            return self._open(None, line)  # a sub-agent file: one conversation, whatever its parents say
         if record.is_sidechain:
             parent = record.parent_uuid
             # An unknown parent and a main-thread parent (key None) both start a new sidechain.
@@ -303,20 +138,51 @@ class _Reader:
                 key = record.uuid or f"line-{line}"
         if record.uuid is not None:
             self.thread_of[record.uuid] = key
+        return self._open(key, line)
+
+    def _open(self, key: str | None, line: int) -> Thread:
         thread = self.threads.get(key)
         if thread is None:
-            thread = self.threads[key] = _Thread(self.path, line)
+            thread = self.threads[key] = Thread(self.path, line)
         return thread
+
+    def _agent_progress(self, record: Progress, line: int) -> None:
+        """One record of a sub-agent's conversation, carried by a progress record of its call."""
+        progress, turn = agent_progress(record, self.path, line)
+        agent = progress.agent_id or record.parent_tool_use_id or f"line-{line}"
+        if progress.agent_id and record.parent_tool_use_id:
+            self.agent_calls.setdefault(progress.agent_id, record.parent_tool_use_id)
+        if agent in self._skip_agents:
+            self.skipped["agent_progress (read from the sub-agent's file)"] += 1
+            return
+        key = f"agent:{agent}"
+        if key not in self.agents:
+            self.agents[key] = _Agent(record.parent_tool_use_id, progress.prompt, line)
+        if turn is None or turn.uuid in self._progress_seen:
+            self.skipped["agent_progress (no new message)"] += 1
+            return
+        self._progress_seen.add(turn.uuid)
+        thread = self._open(key, line)
+        if not thread.messages and thread.step is None and isinstance(turn, Assistant) and progress.prompt:
+            at = turn.timestamp or self._file_time()
+            prompt = Message.user(
+                progress.prompt, id=f"{key}/prompt", created_at=at, metadata={"from": "prompt"}
+            )
+            thread.messages.append(prompt)
+            thread.opening = progress.prompt
+        self._add(thread, turn, line)
 
     def _note_calls(self, record: Assistant) -> None:
         content = record.message.content
         for block in content if isinstance(content, list) else ():
             if isinstance(block, ToolUse) and block.name in SUBAGENT_TOOLS and isinstance(block.input, dict):
                 prompt, description = block.input.get("prompt"), block.input.get("description")
-                if isinstance(prompt, str):
-                    thread = self.thread_of.get(record.uuid)
-                    text = description if isinstance(description, str) else None
-                    self.calls.append(_Call(thread, block.id, prompt, text))
+                self.calls[block.id] = _Call(
+                    self.thread_of.get(record.uuid),
+                    block.id,
+                    prompt if isinstance(prompt, str) else None,
+                    description if isinstance(description, str) else None,
+                )
 
     def _file_time(self) -> datetime:
         if self._mtime is None:
@@ -329,9 +195,12 @@ def _some(**values: Any) -> dict[str, Any]:
 
 
 def parse(path: str | Path) -> list[ParsedSession]:
-    """The sessions of a Claude Code JSONL file: the main conversation, then one per sidechain."""
-    reader = _Reader(Path(path))
-    reader.read(Path(path).read_bytes())
+    """The sessions of a Claude Code JSONL file and of the sub-agent files beside it: the main
+    conversation, then one per sub-agent."""
+    path = Path(path)
+    files = _subagent_files(path)
+    reader = _Reader(path, frozenset(agent for agent, _, _ in files))
+    reader.read(path.read_bytes())
     if not reader.session_ids:
         raise FormatError(path, None, "no user or assistant records: nothing to import")
     session_id = next(iter(reader.session_ids))
@@ -339,69 +208,154 @@ def parse(path: str | Path) -> list[ParsedSession]:
     main = reader.threads.get(None)
     if main is not None and main.messages:
         sessions.append(_main_session(reader, main, session_id))
-    sessions.extend(_child_sessions(reader, session_id))
+    ids: dict[str | None, str] = {None: session_id}
+    used: set[str] = set()
+    sessions.extend(_children(reader, reader, session_id, ids, used))
+    for agent, file, meta in files:
+        sub = _Reader(file, single=True)
+        sub.read(file.read_bytes())
+        linked = meta or reader.agent_calls.get(agent)
+        sessions.extend(_children(sub, reader, session_id, ids, used, linked=linked, agent=agent))
+    if not sessions:
+        raise FormatError(path, None, "no conversation in the file: nothing to import")
     sessions[0].warnings.extend(_file_warnings(reader))
     return sessions
 
 
-def _main_session(reader: _Reader, thread: _Thread, session_id: str) -> ParsedSession:
+def _subagent_files(path: Path) -> list[tuple[str, Path, str | None]]:
+    """(agent id, file, the call its meta file names) of every sub-agent file beside a session file.
+
+    2.1.x writes `<session>/subagents/agent-<id>.jsonl` (and `agent-<id>.meta.json`); 2.0.x wrote
+    `agent-<id>.jsonl` next to the session file, which is this session's when its first record carries
+    the session's id (the file's stem).
+    """
+    found: list[tuple[str, Path, str | None]] = []
+    folder = path.with_suffix("") / "subagents"
+    if folder.is_dir():
+        for file in sorted(folder.glob("agent-*.jsonl")):
+            agent = file.stem.removeprefix("agent-")
+            found.append((agent, file, _meta_call(file.with_name(f"{file.stem}.meta.json"))))
+    if not path.name.startswith("agent-"):
+        for file in sorted(path.parent.glob("agent-*.jsonl")):
+            if _first_session_id(file) == path.stem:
+                found.append((file.stem.removeprefix("agent-"), file, None))
+    return found
+
+
+def _meta_call(meta: Path) -> str | None:
+    try:
+        value = msgspec.json.decode(meta.read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return None
+    call = value.get("toolUseId") if isinstance(value, dict) else None
+    return call if isinstance(call, str) and call else None
+
+
+def _first_session_id(file: Path) -> str | None:
+    try:
+        with file.open("rb") as handle:
+            first = handle.readline()
+        value = msgspec.json.decode(first)
+    except (OSError, msgspec.DecodeError):
+        return None
+    session = value.get("sessionId") if isinstance(value, dict) else None
+    return session if isinstance(session, str) else None
+
+
+def _main_session(reader: _Reader, thread: Thread, session_id: str) -> ParsedSession:
     metadata: dict[str, Any] = {}
     first = thread.first
     if first is not None:
         metadata.update(_some(cwd=first.cwd, version=first.version, git_branch=first.git_branch))
     if reader.summaries:
         metadata["summaries"] = reader.summaries
-    return ParsedSession(
+    return _session(
+        thread,
         session_id=session_id,
-        messages=thread.messages,
         title=reader.summaries[-1]["summary"] if reader.summaries else None,
         metadata=metadata,
-        repairs=thread.repairs,
-        warnings=thread.warnings,
     )
 
 
-def _child_sessions(reader: _Reader, session_id: str) -> list[ParsedSession]:
-    """One session per sidechain, linked to the sub-agent call whose prompt opened it."""
-    ids: dict[str | None, str] = {None: session_id}
-    used: set[int] = set()
+def _session(thread: Thread, **fields: Any) -> ParsedSession:
+    return ParsedSession(
+        messages=thread.messages,
+        repairs=thread.repairs,
+        warnings=thread.warnings,
+        compactions=thread.compactions,
+        hidden=thread.hidden,
+        **fields,
+    )
+
+
+def _children(
+    reader: _Reader,
+    main: _Reader,
+    session_id: str,
+    ids: dict[str | None, str],
+    used: set[str],
+    *,
+    linked: str | None = None,
+    agent: str | None = None,
+) -> list[ParsedSession]:
+    """One session per sub-agent thread of `reader`, linked to the call that started it.
+
+    `main` is the session file's reader (it knows the calls); `ids` maps a thread key of `main` to its
+    session id, `used` holds the calls already linked. A sub-agent file (`agent`) is one thread; its
+    meta file or progress records may name its call (`linked`).
+    """
     children = []
     for key, thread in reader.threads.items():
-        if key is None:
+        if (key is None and agent is None) or not thread.messages:
             continue
-        call = _link(reader.calls, key, thread.opening, used)
-        if call is not None and call.thread not in ids:
-            call = None
-        child = ParsedSession(
-            session_id=f"{session_id}/{call.id}" if call else f"{session_id}/sidechain/{key}",
-            messages=thread.messages,
-            metadata={"sidechain_root": key},
-            repairs=thread.repairs,
-            warnings=thread.warnings,
-        )
-        if call is not None:
-            child.parent_session_id, child.parent_call_id = ids[call.thread], call.id
-            child.title = call.description
+        origin = reader.agents.get(key) if key is not None else None
+        call_id = linked or (origin.call_id if origin else None)
+        call = main.calls.get(call_id) if call_id else _by_prompt(main.calls, key or "", thread.opening, used)
+        if call_id is None and call is not None:
+            call_id = call.id
+        if call_id is not None and call_id in used:
+            call_id, call = None, None
+        own = agent or (key.removeprefix("agent:") if origin and key else None)
+        if call_id is not None:
+            name = f"{session_id}/{call_id}"
         else:
+            name = f"{session_id}/agent-{own}" if own else f"{session_id}/sidechain/{key}"
+        metadata = _some(sidechain_root=key if agent is None else None, agent_id=own)
+        child = _session(thread, session_id=name, metadata=metadata)
+        if call_id is not None:
+            used.add(call_id)
+            child.parent_session_id = ids.get(call.thread, session_id) if call else session_id
+            child.parent_call_id = call_id
+            child.title = call.description if call else None
+            if call is None:
+                child.warnings.insert(
+                    0, f"the call {call_id!r} that started this sub-agent is not in the file"
+                )
+        else:
+            where = (
+                f"sub-agent file {reader.path.name}"
+                if agent
+                else f"sidechain starting at line {thread.root_line}"
+            )
             child.warnings.insert(
                 0,
-                f"sidechain starting at line {thread.root_line}: no Task/Agent call in this file has "
-                "its first user message as prompt; imported without a parent link",
+                f"{where}: no Task/Agent call in this file has its first user message as prompt; "
+                "imported without a parent link",
             )
-        ids[key] = child.session_id
+        if reader is main:
+            ids[key] = child.session_id
         children.append(child)
     return children
 
 
-def _link(calls: list[_Call], key: str, opening: str | None, used: set[int]) -> _Call | None:
+def _by_prompt(calls: dict[str, _Call], key: str, opening: str | None, used: set[str]) -> _Call | None:
     if opening is None:
         return None
     for exact in (True, False):
-        for index, call in enumerate(calls):
-            if index in used or call.thread == key:
+        for call in calls.values():
+            if call.id in used or call.thread == key or call.prompt is None:
                 continue
             if call.prompt == opening if exact else call.prompt.strip() == opening.strip():
-                used.add(index)
                 return call
     return None
 
@@ -411,6 +365,9 @@ def _file_warnings(reader: _Reader) -> list[str]:
         f"skipped {count} {kind!r} record(s) (no conversation content)"
         for kind, count in sorted(reader.skipped.items())
     ]
+    branches = reader.branches.warning()
+    if branches is not None:
+        warnings.append(branches)
     if len(reader.session_ids) > 1:
         warnings.append(f"records carry several sessionIds {list(reader.session_ids)}; imported as one")
     return warnings

@@ -83,6 +83,7 @@ class Record(msgspec.Struct, tag_field="type", rename="camel", kw_only=True, fro
     uuid: str | None = None
     parent_uuid: str | None = None
     is_sidechain: bool = False
+    agent_id: str | None = None
 
 
 class Turn(Record, kw_only=True, frozen=True):
@@ -97,10 +98,12 @@ class Turn(Record, kw_only=True, frozen=True):
 class User(Turn, tag="user", kw_only=True, frozen=True):
     message: UserMessage
     is_meta: bool = False
+    is_compact_summary: bool = False
 
 
 class Assistant(Turn, tag="assistant", kw_only=True, frozen=True):
     message: AssistantMessage
+    is_api_error_message: bool = False
 
 
 class Summary(Record, tag="summary", kw_only=True, frozen=True):
@@ -108,9 +111,16 @@ class Summary(Record, tag="summary", kw_only=True, frozen=True):
     leaf_uuid: str | None = None
 
 
-# Records that carry no conversation (newer versions): skipped, and counted in the warnings.
-class System(Record, tag="system", frozen=True):
-    pass
+class CompactMetadata(msgspec.Struct, rename="camel", frozen=True):
+    trigger: str | None = None
+    pre_tokens: int | None = None
+
+
+# Records that carry no conversation (newer versions): skipped, and counted in the warnings — but for a
+# `compact_boundary`, which marks Claude Code's own compaction.
+class System(Record, tag="system", kw_only=True, frozen=True):
+    subtype: str | None = None
+    compact_metadata: CompactMetadata | None = None
 
 
 class FileHistory(Record, tag="file-history-snapshot", frozen=True):
@@ -121,12 +131,96 @@ class Queue(Record, tag="queue-operation", frozen=True):
     pass
 
 
-class Progress(Record, tag="progress", frozen=True):
+class Progress(Record, tag="progress", kw_only=True, frozen=True):
+    """Progress of a running tool; `agent_progress` data carries one message of a sub-agent."""
+
+    data: dict[str, Any] | None = None
+    parent_tool_use_id: str | None = msgspec.field(default=None, name="parentToolUseID")
+
+
+# Session settings, titles, costs and other bookkeeping of newer versions: skipped and counted.
+class Attachment(Record, tag="attachment", frozen=True):
     pass
 
 
-Line = User | Assistant | Summary | System | FileHistory | Queue | Progress
+class Mode(Record, tag="mode", frozen=True):
+    pass
+
+
+class PermissionMode(Record, tag="permission-mode", frozen=True):
+    pass
+
+
+class AtisLatch(Record, tag="atis-latch", frozen=True):
+    pass
+
+
+class LastPrompt(Record, tag="last-prompt", frozen=True):
+    pass
+
+
+class AiTitle(Record, tag="ai-title", frozen=True):
+    pass
+
+
+class CustomTitle(Record, tag="custom-title", frozen=True):
+    pass
+
+
+class CostState(Record, tag="cost-state", frozen=True):
+    pass
+
+
+Line = (
+    User
+    | Assistant
+    | Summary
+    | System
+    | FileHistory
+    | Queue
+    | Progress
+    | Attachment
+    | Mode
+    | PermissionMode
+    | AtisLatch
+    | LastPrompt
+    | AiTitle
+    | CustomTitle
+    | CostState
+)
 _DECODER: Final = msgspec.json.Decoder(Line)
+
+
+class AgentProgress(msgspec.Struct, rename="camel", kw_only=True, frozen=True):
+    """The `data` of an `agent_progress` record: one record of a sub-agent's conversation (`message`,
+    shaped like a user or assistant line of the file), the sub-agent's id and its prompt."""
+
+    type: Literal["agent_progress"]
+    agent_id: str | None = None
+    prompt: str | None = None
+    message: dict[str, Any] | None = None
+
+
+_TURN: Final = msgspec.json.Decoder(User | Assistant)
+
+
+def agent_progress(record: Progress, path: Path, line: int) -> tuple[AgentProgress, User | Assistant | None]:
+    """The data of an `agent_progress` record and the sub-agent's record it carries (None when none);
+    a `FormatError` naming the line when either is malformed.
+
+    The carried record may leave out what the outer record says (`uuid`, `timestamp`); it takes them
+    from the outer record then.
+    """
+    try:
+        progress = msgspec.convert(record.data, AgentProgress)
+        inner = progress.message
+        if inner is None:
+            return progress, None
+        fields = {"uuid": f"{record.uuid}/message", "sessionId": "agent", **inner, "isSidechain": True}
+        turn = msgspec.convert(fields, User | Assistant)
+    except msgspec.ValidationError as exc:
+        raise FormatError(path, line, f"not a Claude Code agent_progress record: data: {exc}") from exc
+    return progress, turn
 
 
 def decode(raw: bytes, path: Path, line: int) -> Line:

@@ -1,11 +1,16 @@
 """Which importer reads a file, told from its content (never from its name alone).
 
 JSON lines are recognised by their first records: Claude Code (`type` user/assistant/summary with
-`sessionId`/`uuid`/`leafUuid`), OpenHands evaluation output (`history` + `instance_id`), OpenAI chat
-(`role`, or `messages`). A JSON document by its top-level shape: SWE-agent (`history` + `trajectory`),
-OpenHands (a list of events with `action`/`observation`), Anthropic Messages (an object with
-`messages`, or a list of `{role, content}`). A one-line `{"messages": [...]}` fits both chat formats:
-provider-specific fields decide, then the file extension; anything else unsure raises `FormatError`.
+`sessionId`/`uuid`/`leafUuid`), Codex CLI (`{timestamp, type: session_meta|response_item|..., payload}`),
+Gemini CLI (a header with `sessionId` and `projectHash`), OpenHands evaluation and resolver output
+(`history` + `instance_id`, `issue` or `instruction`), OpenAI chat (`role`, or `messages`). A JSON
+document by its top-level shape: SWE-agent (`history` + `trajectory`), mini-swe-agent
+(`trajectory_format: mini-swe-agent-…`, or a list of messages holding `<returncode>` output, or a
+`.traj.json` file), Gemini CLI (`sessionId` + `messages` with `type`), OpenHands (a list of events with
+`action`/`observation`), and chat messages — OpenAI's (`openai-json`) when provider-specific fields say
+so, else Anthropic's (an object with `messages`, or a list of `{role, content}`). A one-line
+`{"messages": [...]}` fits both chat line formats: provider-specific fields decide, then the file
+extension. Anything else raises `FormatError` naming the formats tried and what the file looked like.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ import msgspec
 
 from transcript.formats.base import FormatError
 from transcript.formats.pairing import read_bytes
+from transcript.formats.registry import IMPORTERS
 
 _SNIFF_LINES: Final = 20
+_CODEX_TYPES: Final = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _CLAUDE_TYPES: Final = frozenset({"user", "assistant", "summary", "system"})
 _CLAUDE_KEYS: Final = ("sessionId", "uuid", "leafUuid")
 _OPENAI_ROLES: Final = frozenset({"system", "developer", "tool", "function"})
@@ -41,6 +48,13 @@ def detect(path: str | Path) -> str:
     first = _decode(lines[0])
     if first is _NOT_JSON:
         return _document_format(path, data)
+    if (
+        isinstance(first, dict)
+        and "sessionId" in first
+        and "projectHash" in first
+        and "messages" not in first
+    ):
+        return "gemini-cli"
     if len(lines) == 1:
         name = _single_line_format(path, first)
         if name is not None:
@@ -52,7 +66,7 @@ def detect(path: str | Path) -> str:
         name = _line_format(record)
         if name is not None:
             return name
-    raise _unsure(path, "no known record shape in the first JSON lines")
+    raise _unsure(path, "no known record shape in the first JSON lines", _looks(first, "JSON lines"))
 
 
 _NOT_JSON: Final = object()
@@ -76,8 +90,41 @@ def _decode(data: bytes) -> Any:
         return _NOT_JSON
 
 
-def _unsure(path: Path, reason: str) -> FormatError:
-    return FormatError(path, None, f"cannot tell the format: {reason}; pass the format explicitly")
+def _unsure(path: Path, reason: str, looks: str | None = None) -> FormatError:
+    seen = f"; the file looks like {looks}" if looks else ""
+    return FormatError(
+        path,
+        None,
+        f"cannot tell the format: {reason}{seen}; tried {', '.join(IMPORTERS)}; "
+        "pass the format explicitly (--format) if it is one of them",
+    )
+
+
+def _looks(value: Any, kind: str = "a JSON document") -> str:
+    """A short description of a decoded record or document, for an error message."""
+    if kind == "JSON lines":
+        return f"JSON lines whose first record is {_shape(value)}"
+    return f"{kind}: {_shape(value)}"
+
+
+def _shape(value: Any, depth: int = 0) -> str:
+    if isinstance(value, dict):
+        keys = sorted(value)
+        listed = ", ".join(keys[:8]) + (f", … ({len(keys)} keys)" if len(keys) > 8 else "")
+        shape = f"an object with keys {listed}" if keys else "an empty object"
+        kind = value.get("type", value.get("role"))
+        if isinstance(kind, str):
+            shape += f" ({'type' if 'type' in value else 'role'} {kind[:40]!r})"
+        messages = value.get("messages")
+        if depth == 0 and isinstance(messages, list) and messages:
+            shape += f", its first message {_shape(messages[0], depth + 1)}"
+        return shape
+    if isinstance(value, list):
+        if not value:
+            return "an empty array"
+        first = f", the first {_shape(value[0], depth + 1)}" if depth == 0 else ""
+        return f"an array of {len(value)} item(s){first}"
+    return f"a {type(value).__name__} value"
 
 
 def _line_format(record: Any) -> str | None:
@@ -86,7 +133,9 @@ def _line_format(record: Any) -> str | None:
         return None
     if record.get("type") in _CLAUDE_TYPES and any(key in record for key in _CLAUDE_KEYS):
         return "claude-code"
-    if "history" in record and "instance_id" in record:
+    if record.get("type") in _CODEX_TYPES and isinstance(record.get("payload"), dict):
+        return "codex"
+    if "history" in record and any(key in record for key in ("instance_id", "issue", "instruction")):
         return "openhands"
     if isinstance(record.get("role"), str) or isinstance(record.get("messages"), list):
         return "openai-jsonl"
@@ -97,6 +146,8 @@ def _single_line_format(path: Path, value: Any) -> str | None:
     """A one-line file: a JSON document written on one line, or JSON lines with one record."""
     if isinstance(value, dict) and "history" in value and "trajectory" in value:
         return "swe-agent"
+    if isinstance(value, dict) and _own_document(path, value) is not None:
+        return _own_document(path, value)
     if isinstance(value, dict) and isinstance(value.get("messages"), list) and "role" not in value:
         return _chat_format(path, value, value["messages"])
     if isinstance(value, list):
@@ -109,10 +160,13 @@ def _document_format(path: Path, data: bytes) -> str:
     try:
         value = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
-        raise _unsure(path, f"neither JSON lines nor a JSON document ({exc})") from exc
+        start = data[:60].decode("utf-8", "replace")
+        raise _unsure(
+            path, f"neither JSON lines nor a JSON document ({exc})", f"text starting {start!r}"
+        ) from exc
     name = _shape_format(path, value)
     if name is None:
-        raise _unsure(path, "a JSON document of no known shape")
+        raise _unsure(path, "a JSON document of no known shape", _looks(value))
     return name
 
 
@@ -120,27 +174,55 @@ def _shape_format(path: Path, value: Any) -> str | None:
     if isinstance(value, dict):
         if "history" in value and "trajectory" in value:
             return "swe-agent"
+        own = _own_document(path, value)
+        if own is not None:
+            return own
         if isinstance(value.get("messages"), list):
-            return _anthropic_or_refuse(path, value, value["messages"])
+            return _chat_document(path, value, value["messages"])
         return None
     if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
         return None
     if any("action" in item or "observation" in item for item in value):
         return "openhands"
-    if all("role" in item and "content" in item for item in value):
-        return _anthropic_or_refuse(path, None, value)
+    if all("role" in item for item in value):
+        return _chat_document(path, None, value)
     return None
 
 
-def _anthropic_or_refuse(path: Path, body: dict[str, Any] | None, messages: list[Any]) -> str:
-    """A whole JSON document of chat messages is Anthropic's; OpenAI chat must be JSON lines."""
+def _own_document(path: Path, value: dict[str, Any]) -> str | None:
+    """mini-swe-agent and Gemini CLI documents, which hold `messages` of their own shape."""
+    trajectory = value.get("trajectory_format")
+    info = value.get("info")
+    if (isinstance(trajectory, str) and trajectory.startswith("mini-swe-agent")) or (
+        isinstance(info, dict) and "mini_version" in info and "messages" in value
+    ):
+        return "mini-swe-agent"
+    messages = value.get("messages")
+    typed = isinstance(messages, list) and all(
+        isinstance(m, dict) and "type" in m and "role" not in m for m in messages
+    )
+    return "gemini-cli" if "sessionId" in value and typed else None
+
+
+def _chat_document(path: Path, body: dict[str, Any] | None, messages: list[Any]) -> str:
+    """A whole JSON document of chat messages: mini-swe-agent's trajectory (its harness's `<returncode>`
+    observations, or a `.traj.json` name), OpenAI's messages (`openai-json`) when provider-specific
+    fields say so, else Anthropic's."""
+    if body is None and (path.name.endswith(".traj.json") or _returncodes(messages)):
+        return "mini-swe-agent"
     if _looks_openai(messages) and not _looks_anthropic(body, messages):
-        raise _unsure(
-            path,
-            'a JSON document of OpenAI chat messages; write one message (or one {"messages": [...]}) '
-            "per line and import it as openai-jsonl",
-        )
+        return "openai-json"
     return "anthropic-json"
+
+
+def _returncodes(messages: list[Any]) -> bool:
+    return any(
+        isinstance(m, dict)
+        and m.get("role") == "user"
+        and isinstance(m.get("content"), str)
+        and m["content"].lstrip().startswith("<returncode>")
+        for m in messages
+    )
 
 
 def _chat_format(path: Path, body: dict[str, Any], messages: list[Any]) -> str:
@@ -151,7 +233,11 @@ def _chat_format(path: Path, body: dict[str, Any], messages: list[Any]) -> str:
         by_suffix = {".jsonl": "openai-jsonl", ".json": "anthropic-json"}.get(path.suffix.lower())
         if by_suffix is not None:
             return by_suffix
-    raise _unsure(path, "one line of chat messages that fits both openai-jsonl and anthropic-json")
+    raise _unsure(
+        path,
+        "one line of chat messages that fits both openai-jsonl and anthropic-json",
+        _looks(body, "one line"),
+    )
 
 
 def _looks_openai(messages: list[Any]) -> bool:

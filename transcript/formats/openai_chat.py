@@ -1,10 +1,12 @@
-"""OpenAI chat JSONL: one message per line (one session per file), or one `{"messages": [...]}` per line.
+"""OpenAI chat messages: JSONL with one message per line (one session per file) or one
+`{"messages": [...]}` per line (`openai-jsonl`), or one JSON document — the array of messages that
+`json.dump(messages)` writes from a chat loop, or `{"messages": [...]}` (`openai-json`, `parse_document`).
 
 Roles map as they are (`developer` → system, remembered in metadata so the exporter writes it back);
 content is a string, null, or text / `image_url` (data: URLs only; `detail` hints are not kept) /
 `file` parts; `tool_calls[].function.arguments` is parsed when it is JSON and kept raw when not;
 `reasoning_content` becomes a reasoning part. Session ids are the file's stem (`<stem>:<line>` for
-conversation lines), message ids `<session>/<index>`. Pairing and repairs are `_common.History`'s:
+conversation lines), message ids `<session>/<index>`. Pairing and repairs are `pairing.History`'s:
 a tool message answering no pending call is kept as user text (`orphan_result_as_text`); a call
 unanswered before anything else, or at the end, gets an interrupted error result (`synthetic_result`).
 `is_error` on tool messages is our own extension, so an export keeps it; `export` writes a stored
@@ -22,7 +24,16 @@ import msgspec
 
 from projection.wire.openai import encode_openai
 from transcript.formats.base import FormatError, ParsedSession, Where
-from transcript.formats.pairing import SessionBuilder, data_url, file_time, iso_time, read_bytes, tool_call
+from transcript.formats.pairing import (
+    SessionBuilder,
+    data_url,
+    decode_document,
+    file_time,
+    iso_time,
+    read_bytes,
+    tool_call,
+)
+from transcript.formats.record_lines import RecordLines
 from transcript.model import (
     DocumentPart,
     ImagePart,
@@ -55,6 +66,25 @@ def parse(path: str | Path) -> list[ParsedSession]:
             raise where.error("a conversation line in a file of message lines")
         _add_message(builder, record, where, default_time, {"line": line})
     return [builder.session()]
+
+
+def parse_document(path: str | Path) -> list[ParsedSession]:
+    """The one session of a JSON document of OpenAI chat messages (an array, or `{"messages": [...]}`)."""
+    path = Path(path)
+    data = read_bytes(path)
+    document = decode_document(path, data)
+    key = "messages" if isinstance(document, dict) else None
+    messages = document.get("messages") if isinstance(document, dict) else document
+    if not isinstance(messages, list) or not messages:
+        raise FormatError(path, 1, 'expected a non-empty array of messages, or {"messages": [...]}')
+    lines = RecordLines(data, key)
+    default_time = file_time(path)
+    builder = SessionBuilder(path.stem)
+    for index, item in enumerate(messages):
+        where = Where(str(path), lines(index), f"messages[{index}]")
+        _add_message(builder, item, where, default_time, {"index": index})
+    model = document.get("model") if isinstance(document, dict) else None
+    return [builder.session(metadata={"model": model} if isinstance(model, str) else {})]
 
 
 def _records(path: Path) -> Iterator[tuple[int, Any]]:

@@ -9,10 +9,19 @@ the model). State changes, `null` observations and `recall` actions carry no con
 they are skipped and counted in the session's warnings and metadata. Session ids are the run's
 `instance_id` (else `<file stem>/<run index>`; the file stem for an event array), message ids
 `<session>/<event id>`, and naive timestamps are read as UTC. Repairs: the other actions of one
-parallel model response join its message (`merged_split_message`); as `_common.History` makes them,
+parallel model response join its message (`merged_split_message`); as `pairing.History` makes them,
 a call left unanswered before the next message or at the end gets an interrupted error result
-(`synthetic_result`), a result that answers no pending call is kept as user text
+(`synthetic_result`) — but `finish`, which ends a session by design and is never answered, gets a
+plain result (`session_end_result`) — and a result that answers no pending call is kept as user text
 (`orphan_result_as_text`).
+
+The older serialization (resolver `output.jsonl` before function calling) has no `id`, `source` or
+`cause`, and flattens arguments and extras into each event; CodeAct acted through text then. A run's
+first `message` actions (before any agent action) are the user's; each agent action becomes an
+assistant message as CodeAct showed it to the model — its thought, then the command in its tag
+(`<execute_bash>`, `<execute_ipython>`) — with the action in metadata; each observation a user
+message marked as one (metadata `observation`, and `exit_code`). Message ids are
+`<session>/<index>`; a resolver run's session id is its issue, `owner/repo#number`, titled by it.
 """
 
 from __future__ import annotations
@@ -28,7 +37,6 @@ import msgspec
 from transcript.formats.base import BadRecord, FormatError, ParsedSession
 from transcript.formats.pairing import (
     History,
-    RecordLines,
     assistant_text,
     decode_document,
     file_time,
@@ -39,10 +47,15 @@ from transcript.formats.pairing import (
     parse_time,
     tool_call,
 )
+from transcript.formats.record_lines import RecordLines
 from transcript.model import ImagePart, Message, ReasoningPart, TextPart, ToolCall
 from transcript.model.errors import InvalidMessage
 
 SOURCES: Final = ("agent", "user", "environment")
+# Actions that end a session by design: OpenHands never sends an observation back for them.
+ENDING_TOOLS: Final = frozenset({"finish"})
+# How CodeAct showed a text action to the model (resolver output written before function calling).
+_LEGACY_BLOCKS: Final = {"run": ("command", "execute_bash"), "run_ipython": ("code", "execute_ipython")}
 SKIPPED_ACTIONS: Final = ("change_agent_state", "recall")
 SKIPPED_OBSERVATIONS: Final = ("null", "agent_state_changed")
 # `args` keys that are OpenHands' own bookkeeping, not the model's call, when no model response is kept.
@@ -81,10 +94,15 @@ def _run(path: Path, raw: bytes, lineno: int, index: int, taken: set[str], mtime
     instance = run.get("instance_id")
     if instance is not None and (not isinstance(instance, str) or not instance):
         raise FormatError(path, lineno, "'instance_id' must be a non-empty string")
-    session_id = instance or f"{path.stem}/{index}"
+    issue = _issue(run.get("issue"))
+    session_id = instance or (issue[0] if issue else f"{path.stem}/{index}")
     if session_id in taken:
         session_id = f"{session_id}@line{lineno}"
     metadata: dict[str, Any] = {"instance_id": instance} if instance else {}
+    if issue:
+        metadata["issue"] = issue[0]
+        if isinstance(run.get("success"), bool):
+            metadata["success"] = run["success"]
     config = run.get("metadata")
     if isinstance(config, dict):
         if isinstance(config.get("agent_class"), str):
@@ -94,7 +112,19 @@ def _run(path: Path, raw: bytes, lineno: int, index: int, taken: set[str], mtime
             metadata["model"] = llm["model"]
     if isinstance(run.get("error"), str):
         metadata["error"] = run["error"]
-    return _convert(path, session_id, run["history"], lambda _: lineno, mtime, session_id, metadata)
+    title = issue[1] if issue and issue[1] else session_id
+    return _convert(path, session_id, run["history"], lambda _: lineno, mtime, title, metadata)
+
+
+def _issue(issue: object) -> tuple[str, str | None] | None:
+    """`owner/repo#number` and the title of the issue a resolver run worked on, if the run names one."""
+    if not isinstance(issue, dict):
+        return None
+    owner, repo, number = issue.get("owner"), issue.get("repo"), issue.get("number")
+    if not (isinstance(owner, str) and isinstance(repo, str) and isinstance(number, int)):
+        return None
+    title = issue.get("title")
+    return f"{owner}/{repo}#{number}", title if isinstance(title, str) else None
 
 
 def _convert(
@@ -123,7 +153,8 @@ class _Converter:
     def __init__(self, session_id: str, mtime: datetime, line_of: Callable[[int], int | None]) -> None:
         self.session_id = session_id
         self.mtime = mtime
-        self.history = History(line_of)
+        self.history = History(line_of, ending_tools=ENDING_TOOLS)
+        self.agent_acted = False
         self.skipped: Counter[str] = Counter()
         self.event_ids: set[int] = set()
         self.call_of_action: dict[int, str] = {}  # action event id -> the call id it executed
@@ -157,6 +188,9 @@ class _Converter:
     def event(self, event: object, index: int) -> None:
         if not isinstance(event, dict):
             raise BadRecord("an event must be a JSON object")
+        if "id" not in event and "source" not in event:
+            self._legacy(event, index)
+            return
         event_id = event.get("id")
         if not isinstance(event_id, int) or isinstance(event_id, bool):
             raise BadRecord("an event needs an integer 'id'")
@@ -178,6 +212,40 @@ class _Converter:
         else:
             kind = get_str(event, "observation")
             self._observation(event, kind, message_id, created_at, index)
+
+    def _legacy(self, event: dict[str, Any], index: int) -> None:
+        """An event of the older serialization (resolver output): no id, source or cause; arguments and
+        extras flattened into the event; an observation follows its action."""
+        action, observation = event.get("action"), event.get("observation")
+        if (action is None) == (observation is None):
+            raise BadRecord("an event needs exactly one of 'action' and 'observation'")
+        message_id = f"{self.session_id}/{index}"
+        created_at, naive = parse_time(event.get("timestamp"), self.mtime)
+        self.naive_times |= naive
+        if action is not None:
+            kind = get_str(event, "action")
+            if kind in SKIPPED_ACTIONS:
+                self.skipped[f"{kind} action"] += 1
+            elif kind == "message" and not self.agent_acted:
+                parts, extra = _user_parts(get_str(event, "content", ""), event.get("images_urls"))
+                self.history.add(
+                    Message.user(parts, id=message_id, created_at=created_at, metadata=extra), index
+                )
+            else:
+                self.agent_acted = True
+                self.history.add(_legacy_action(event, kind, message_id, created_at), index)
+            return
+        kind = get_str(event, "observation")
+        if kind in SKIPPED_OBSERVATIONS:
+            self.skipped[f"{kind} observation"] += 1
+            return
+        metadata: dict[str, Any] = {"observation": kind}
+        if isinstance(event.get("exit_code"), int):
+            metadata["exit_code"] = event["exit_code"]
+        content = get_str(event, "content", "")
+        self.history.add(
+            Message.user(content, id=message_id, created_at=created_at, metadata=metadata), index
+        )
 
     def _action(
         self, event: dict[str, Any], kind: str, source: str, message_id: str, created_at: datetime, index: int
@@ -303,6 +371,23 @@ class _Converter:
                 content, id=message_id, created_at=created_at, metadata={"observation": kind}
             )
             self.history.add(message, index)
+
+
+def _legacy_action(event: dict[str, Any], kind: str, message_id: str, created_at: datetime) -> Message:
+    """An agent action of the older serialization as CodeAct showed it to the model: its thought, then
+    the command in the action's tag (`<execute_bash>`, `<execute_ipython>`); the action in metadata."""
+    thought = get_str(event, "thought", "")
+    if kind == "message":
+        text = get_str(event, "content", thought)
+    elif kind in _LEGACY_BLOCKS:
+        key, tag = _LEGACY_BLOCKS[kind]
+        text = "\n".join(t for t in (thought, f"<{tag}>\n{get_str(event, key, '')}\n</{tag}>") if t)
+    else:
+        text = thought
+    metadata: dict[str, Any] = {"action": kind}
+    if kind == "finish" and event.get("outputs"):
+        metadata["outputs"] = event["outputs"]
+    return assistant_text(text, id=message_id, created_at=created_at, metadata=metadata)
 
 
 def _choice_message(response: dict[str, Any]) -> dict[str, Any] | None:

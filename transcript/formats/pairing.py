@@ -5,12 +5,14 @@ place that makes a session pass `LiveSession.check_order`: a result answers the 
 unanswered call of its id in the latest step, a result that answers none is kept as user text
 (`orphan_result_as_text`), and every call still unanswered when another message follows or the
 session ends gets a synthetic `is_error` result `INTERRUPTED_RESULT` right after its step
-(`synthetic_result`) — so no session ends with calls pending, and every repair is named.
+(`synthetic_result`) — so no session ends with calls pending, and every repair is named. A call of a
+tool that ends the session by design (`ending_tools`, OpenHands' `finish`) gets a plain result saying
+so instead (`session_end_result`): nothing went wrong. Synthetic results carry metadata
+`synthetic: true`, which lets a later import of a grown file supersede them with the real results.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -51,7 +53,6 @@ def file_time(path: Path) -> datetime:
     return datetime.fromtimestamp(path.stat().st_mtime, UTC)
 
 
-_WS: Final = re.compile(r"[ \t\n\r]*")
 # A high surrogate escape not followed by a low one, or a low one not preceded by a high one.
 LONE_SURROGATE: Final = re.compile(
     r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
@@ -89,65 +90,6 @@ def locate_json_error(data: bytes) -> tuple[int | None, str | None]:
         return None, None
     reason = f"{match.group()} is a lone UTF-16 surrogate, which is not valid Unicode"
     return text.count("\n", 0, match.start()) + 1, reason
-
-
-class RecordLines:
-    """The line where each element of a document's array starts, found only when first asked for.
-
-    `key` names the array under the top-level object (None: the document is the array). Importers
-    ask only when naming a bad record or a repair, so a clean import never scans the text twice.
-    """
-
-    def __init__(self, data: bytes, key: str | None = None) -> None:
-        self._data = data
-        self._key = key
-        self._lines: list[int] | None = None
-
-    def __call__(self, index: int) -> int | None:
-        if self._lines is None:
-            self._lines = self._scan()
-        return self._lines[index] if 0 <= index < len(self._lines) else None
-
-    def _scan(self) -> list[int]:
-        try:
-            text = self._data.decode("utf-8")
-            offsets = _array_offsets(text, self._key)
-        except (ValueError, IndexError, RecursionError):
-            return []
-        newlines = [match.start() for match in re.finditer("\n", text)]
-        return [bisect.bisect(newlines, offset) + 1 for offset in offsets]
-
-
-def _array_offsets(text: str, key: str | None) -> list[int]:
-    decoder = json.JSONDecoder()
-    pos = _skip(text, 0)
-    if key is not None:
-        if text[pos] != "{":
-            return []
-        pos = _skip(text, pos + 1)
-        while text[pos] == '"':
-            name, pos = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
-            pos = _skip(text, _skip(text, pos) + 1)  # past the ':'
-            if name == key:
-                break
-            pos = _skip(text, decoder.raw_decode(text, pos)[1])
-            pos = _skip(text, pos + 1) if text[pos] == "," else pos
-        else:
-            return []
-    if text[pos] != "[":
-        return []
-    offsets = []
-    pos = _skip(text, pos + 1)
-    while text[pos] != "]":
-        offsets.append(pos)
-        pos = _skip(text, decoder.raw_decode(text, pos)[1])
-        pos = _skip(text, pos + 1) if text[pos] == "," else pos
-    return offsets
-
-
-def _skip(text: str, pos: int) -> int:
-    match = _WS.match(text, pos)
-    return match.end() if match else pos
 
 
 def parse_time(value: object, fallback: datetime) -> tuple[datetime, bool]:
@@ -276,6 +218,23 @@ def interrupted(
     return msgspec.structs.replace(result, metadata={"synthetic": True}), repair
 
 
+SESSION_END_RESULT: Final = "[the agent ended the session with this call; no result follows by design]"
+
+
+def session_end(
+    call_id: str, name: str, *, step_id: str, id: str, line: int | None
+) -> tuple[Message, Repair]:
+    """The plain (not error) result of a call that ends a session by design (OpenHands `finish`), which
+    its agent never answers, and its repair."""
+    result = Message.tool_result(call_id, SESSION_END_RESULT, name=name, id=id)
+    detail = (
+        f"call {call_id!r} ({name}) of message {step_id!r} ends the session by design and has no result; "
+        f"added a plain result {SESSION_END_RESULT!r}"
+    )
+    repair = Repair(kind="session_end_result", detail=detail, message_id=id, call_id=call_id, line=line)
+    return msgspec.structs.replace(result, metadata={"synthetic": True}), repair
+
+
 class Pending(NamedTuple):
     """A call of the latest step still waiting for its result."""
 
@@ -298,8 +257,11 @@ class History:
         self,
         line_of: Callable[[int], int | None],
         synthetic_id: Callable[[Message, Pending], str] | None = None,
+        *,
+        ending_tools: frozenset[str] = frozenset(),
     ) -> None:
         self.messages: list[Message] = []
+        self._ending_tools = ending_tools
         self.repairs: list[Repair] = []
         self.warnings: list[str] = []
         self._line_of = line_of
@@ -311,6 +273,11 @@ class History:
     def step_id(self) -> str | None:
         """The id of the latest assistant message that still has unanswered calls."""
         return self._step[0].id if self._step and self._pending else None
+
+    @property
+    def pending_calls(self) -> list[str]:
+        """The ids (as the file has them) of the latest step's calls still waiting for their result."""
+        return [p.source_id for p in self._pending]
 
     def is_pending(self, source_id: str) -> bool:
         """Whether a call with this id (as the file has it) is still waiting for its result."""
@@ -405,15 +372,21 @@ class History:
                 message_id = f"{step.id}/interrupted-{pending.position}"
             else:
                 message_id = self._synthetic_id(step, pending)
-            message, repair = interrupted(
-                pending.call_id,
-                pending.name,
-                step_id=step.id,
-                created_at=step.created_at,
-                id=message_id,
-                line=self._line_of(index),
-                final=final,
-            )
+            if pending.name in self._ending_tools:
+                message, repair = session_end(
+                    pending.call_id, pending.name, step_id=step.id, id=message_id, line=self._line_of(index)
+                )
+                message = msgspec.structs.replace(message, created_at=step.created_at)
+            else:
+                message, repair = interrupted(
+                    pending.call_id,
+                    pending.name,
+                    step_id=step.id,
+                    created_at=step.created_at,
+                    id=message_id,
+                    line=self._line_of(index),
+                    final=final,
+                )
             self.messages.append(message)
             self.repairs.append(repair)
         self._pending = []

@@ -6,7 +6,7 @@ modification time (the format has no timestamps). Entries keep their roles: assi
 become calls and each role `tool` entry the result of the closest preceding unanswered call of its
 `tool_call_ids[0]` (call ids repeat across steps); the older style's observations stay user
 messages; `is_demo` entries are kept, marked `demo: true`, and `thought`/`action` go to metadata
-only when the content does not already hold them. Repairs (`_common.History`): a call id used twice
+only when the content does not already hold them. Repairs (`pairing.History`): a call id used twice
 in one message is renamed (`call_id_renamed`), a call still unanswered at the next message or at the
 end gets an interrupted error result (`synthetic_result`), a result that answers no pending call is
 kept as user text (`orphan_result_as_text`).
@@ -24,7 +24,6 @@ from transcript.formats.base import BadRecord, FormatError, ParsedSession
 from transcript.formats.pairing import (
     THINKING_BLOCKS,
     History,
-    RecordLines,
     assistant_text,
     decode_document,
     file_time,
@@ -33,6 +32,7 @@ from transcript.formats.pairing import (
     thinking_part,
     tool_call,
 )
+from transcript.formats.record_lines import RecordLines
 from transcript.model import (
     Message,
     ReasoningPart,

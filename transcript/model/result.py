@@ -18,6 +18,7 @@ Strategy: TypeAlias = Literal[
     "checkpoint-delta",
     "aggressive-checkpoint",
     "aggressive-checkpoint-delta",
+    "imported",  # a compaction recorded in an imported session (Claude Code's own compact_boundary)
 ]
 Outcome: TypeAlias = Literal[
     "skipped",

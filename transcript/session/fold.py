@@ -188,10 +188,11 @@ class LiveSession:
             turn_starts=tuple(self.turn_starts),
         )
 
-    def check_order(self, messages: Iterable[Message]) -> None:
+    def check_order(self, messages: Iterable[Message], *, reopened: Mapping[str, str] | None = None) -> None:
         """Refuse a batch that would break the pairing rule after this session's history
-        (`transcript.model.history.check_order`)."""
-        check_order(self.pending, messages)
+        (`transcript.model.history.check_order`). `reopened` are calls of the last step whose stored
+        (synthetic) result the same write excludes: they wait for a result again."""
+        check_order(dict(self.pending) | dict(reopened or {}), messages)
 
 
 def apply_served(served: list[str], record: ViewServed) -> None:

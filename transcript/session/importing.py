@@ -1,9 +1,12 @@
 """Storing what an importer parsed: every session of one file in one transaction.
 
 Messages are checked, hashed and counted before the transaction opens; then all sessions are written
-together, so a bad record anywhere leaves the store exactly as it was. Importing a file again is a
-no-op for what is already there, and appends what is new when the stored session is a prefix of the
-file's (a recorded session that kept growing).
+together, through the mutator (`mutate.imported`), so a bad record anywhere leaves the store exactly as
+it was and what the recording says about its own view — the agent's compactions, records the model
+never saw — is written as marks of the same transaction. Importing a file again is a no-op for what is
+already there, and appends what is new when the stored session is a prefix of the file's (a recorded
+session that kept growing). A synthetic "interrupted" result stored for a call that was unanswered at
+the end of the file then gives way to the real result: it is excluded from the view, never deleted.
 """
 
 from __future__ import annotations
@@ -12,15 +15,16 @@ import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
 from transcript.formats import detect_format, parse
 from transcript.formats.base import FormatError, ParsedSession, Repair
 from transcript.model.errors import ConflictError, InvalidArgument, InvalidMessage
-from transcript.model.events import Event, MessageAppended, SessionStarted
+from transcript.model.events import Event, SessionStarted
 from transcript.model.ids import check_session_id
+from transcript.model.message import Message
 from transcript.session.fold import LiveSession
 from transcript.store.bodies import prepare
 from transcript.store.port import EventStore, NewBody, SessionWrite
@@ -39,6 +43,9 @@ class SessionReport(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     parent_call_id: str | None = None
     repairs: tuple[Repair, ...] = ()
     warnings: tuple[str, ...] = ()
+    compactions: int = 0
+    hidden: int = 0
+    superseded: tuple[str, ...] = ()
 
 
 class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,7 +108,7 @@ def import_sessions(
         if session.session_id in seen:
             raise InvalidMessage(f"{source}: session id {session.session_id!r} appears twice in one import")
         seen.add(session.session_id)
-        write, appended = _plan_session(store, counter, session, source)
+        write, appended, superseded = _plan_session(store, counter, session, source)
         writes.append(write)
         reports.append(
             SessionReport(
@@ -114,28 +121,33 @@ def import_sessions(
                 parent_call_id=session.parent_call_id,
                 repairs=tuple(session.repairs),
                 warnings=tuple(session.warnings),
+                compactions=len(session.compactions),
+                hidden=len(session.hidden),
+                superseded=superseded,
             )
         )
-    store.commit(writes)
+    from mutate.imported import commit_import
+
+    commit_import(store, writes)
     return reports
 
 
 def _plan_session(
     store: EventStore, counter: TokenCounter, session: ParsedSession, source: str
-) -> tuple[SessionWrite, int]:
-    """The write that brings the stored session up to the parsed one, and how many messages it adds."""
+) -> tuple[SessionWrite, int, tuple[str, ...]]:
+    """The write that brings the stored session up to the parsed one, how many messages it adds, and
+    the stored synthetic results it supersedes."""
+    from mutate.imported import Boundary, import_events
+
     loaded = store.load(session.session_id)
     live = LiveSession(session.session_id, counter.name)
-    for body in loaded.bodies:
-        live.add(body.message, body.tokens)
-    stored_ids = [entry.message.id for entry in live.entries]
+    live.load([(body.message, body.tokens) for body in loaded.bodies])
+    for version, event in loaded.events:
+        live.apply(version, event, {})
     parsed_ids = [message.id for message in session.messages]
-    if parsed_ids[: len(stored_ids)] != stored_ids:
-        raise ConflictError(
-            f"session {session.session_id!r} already exists with a different history; nothing was imported"
-        )
     if len(set(parsed_ids)) != len(parsed_ids):
         raise InvalidMessage(f"{source}: session {session.session_id!r} holds one message id twice")
+    new, superseded = _align(live, session)
     events: list[Event] = []
     if loaded.version == 0:
         events.append(
@@ -148,12 +160,83 @@ def _plan_session(
             )
         )
     prepared: dict[str, NewBody] = {}
-    for index, message in enumerate(session.messages[len(stored_ids) :], start=len(stored_ids)):
+    for message in new:
         item = prepare(message, counter)
         prepared[item.message.id] = item
-        events.append(MessageAppended(seq=index, message_id=item.message.id, body_hash=item.hash))
+    reopened = {
+        result.call_id: result.name or "" for message in superseded for result in message.tool_results
+    }
     try:
-        live.check_order(item.message for item in prepared.values())
+        live.check_order((item.message for item in prepared.values()), reopened=reopened)
     except InvalidMessage as exc:
         raise InvalidMessage(f"{source}: session {session.session_id!r}: {exc}") from exc
-    return SessionWrite(session.session_id, loaded.version, events, prepared), len(prepared)
+    compactions = {
+        message_id: Boundary(compaction.trigger == "manual", _reason(compaction.source, compaction))
+        for message_id, compaction in session.compactions.items()
+    }
+    events.extend(
+        import_events(
+            live.entries,
+            list(prepared.values()),
+            hidden=session.hidden,
+            superseded=[message.id for message in superseded],
+            compactions=compactions,
+            previous=live.results[-1] if live.results else None,
+        )
+    )
+    write = SessionWrite(session.session_id, loaded.version, events, prepared)
+    return write, len(prepared), tuple(message.id for message in superseded)
+
+
+def _align(live: LiveSession, session: ParsedSession) -> tuple[list[Message], list[Message]]:
+    """The parsed messages not stored yet, in file order, and the stored synthetic results they supersede.
+
+    The stored history must be the start of the parsed one, with two allowances for synthetic results.
+    One already excluded (superseded by an earlier import) is passed over. One in the last stored step
+    that the file no longer has gives way to what the file now has in its place — the real result, once
+    the live session that recorded the unanswered call went on; the results of that step may then be
+    stored in another order than the file's (results of one step may come in any order).
+    """
+    parsed = session.messages
+    stored = [e.message for e in live.entries if not (e.flags.excluded and _synthetic(e.message))]
+    stored_ids = [message.id for message in stored]
+    if [message.id for message in parsed[: len(stored)]] == stored_ids:
+        return parsed[len(stored) :], []
+    conflict = ConflictError(
+        f"session {session.session_id!r} already exists with a different history; nothing was imported"
+    )
+    parsed_ids = {message.id for message in parsed}
+    last_step = max((k for k, m in enumerate(stored) if m.role != "tool"), default=-1)
+    superseded = [m for m in stored[last_step + 1 :] if _synthetic(m) and m.id not in parsed_ids]
+    gone = {message.id for message in superseded}
+    kept, theirs = _blocks([m for m in stored if m.id not in gone]), _blocks(parsed)
+    if not kept or len(kept) > len(theirs) or kept[:-1] != theirs[: len(kept) - 1]:
+        raise conflict
+    last, their_last = kept[-1], theirs[len(kept) - 1]
+    if last != their_last and not (last[0] == "tool" and set(last[1:]) <= set(their_last[1:])):
+        raise conflict
+    done = set(stored_ids)
+    at = sum(len(block) - 1 for block in theirs[: len(kept) - 1])
+    return [m for m in parsed[at:] if m.id not in done], superseded
+
+
+def _blocks(messages: list[Message]) -> list[tuple[str, ...]]:
+    """The messages as blocks: one per message, but a run of tool messages is one block ("tool", ids)."""
+    blocks: list[tuple[str, ...]] = []
+    for message in messages:
+        if message.role == "tool" and blocks and blocks[-1][0] == "tool":
+            blocks[-1] = (*blocks[-1], message.id)
+        else:
+            blocks.append(("tool", message.id) if message.role == "tool" else ("message", message.id))
+    return blocks
+
+
+def _synthetic(message: Message) -> bool:
+    return message.role == "tool" and (message.metadata or {}).get("synthetic") is True
+
+
+def _reason(source: str, compaction: Any) -> str:
+    detail = [f"trigger {compaction.trigger}"] if compaction.trigger else []
+    if compaction.pre_tokens is not None:
+        detail.append(f"{compaction.pre_tokens:,} tokens before")
+    return f"{source}" + (f" ({', '.join(detail)})" if detail else "")

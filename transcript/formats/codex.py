@@ -1,0 +1,328 @@
+"""OpenAI Codex CLI rollout JSONL: one `{timestamp, type, payload}` record per line, one session per file.
+
+The conversation is read from the `response_item` records alone: `event_msg` records repeat each user
+prompt and assistant text (and carry token counts and UI events), `turn_context` records the model in
+use — both are skipped and counted, the model kept on the assistant messages. Items map as follows:
+- `message` of role `user` → a user message, but Codex's injected context is marked: an
+  `<environment_context>` report is an observation (metadata `observation`), the `AGENTS.md` /
+  `<user_instructions>` text a `meta` message; role `developer` (or `system`) → a system message,
+  the role kept in metadata so an export can write it back;
+- the items of one model response — `reasoning`, an assistant `message`, `function_call`,
+  `custom_tool_call`, `local_shell_call` — → one assistant message: reasoning as a reasoning part (its
+  summary text); the encrypted reasoning Codex keeps (`encrypted_content`, which only OpenAI's
+  Responses API can read back) goes to metadata `encrypted_reasoning`, so no wire format sends it to
+  a provider that cannot; a `function_call`'s JSON-string `arguments` are parsed (kept raw when not
+  JSON), a custom tool's free-form `input` is kept raw;
+- `function_call_output` / `custom_tool_call_output` → the tool result of the call with that `call_id`.
+`session_meta` gives the session id (else the file's stem) and metadata. Message ids are
+`<session>/<line>`, stable as a live rollout grows. Pairing and repairs are `pairing.History`'s: an
+unanswered call gets an interrupted error result, an output that answers no pending call is kept as
+user text. Codex's own compaction (`compacted` records) is not imported as a compaction: the record is
+skipped and named in the warnings, and the view holds the whole history.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from transcript.formats.base import BadRecord, FormatError, ParsedSession, Where
+from transcript.formats.pairing import History, file_time, get_str, image_part, iso_time, read_bytes
+from transcript.model import (
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+)
+from transcript.model.errors import InvalidMessage
+
+LINE_TYPES: Final = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
+CALL_ITEMS: Final = ("function_call", "custom_tool_call", "local_shell_call")
+OUTPUT_ITEMS: Final = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+ENVIRONMENT_PREFIX: Final = "<environment_context>"
+INSTRUCTION_PREFIXES: Final = ("# AGENTS.md instructions", "<user_instructions>")
+_META_KEYS: Final = ("cwd", "originator", "cli_version", "source", "model_provider", "git")
+
+
+@dataclass
+class _Response:
+    """The items of one model response, gathered into one assistant message."""
+
+    line: int
+    created_at: datetime
+    parts: list[Part] = field(default_factory=list)
+    encrypted: list[str] = field(default_factory=list)
+    calls: int = 0
+    text: bool = False
+
+
+class _Rollout:
+    """Reads the records of one rollout in file order."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines: list[int] = []
+        self.history = History(self._line_of)
+        self.session_id = path.stem
+        self.metadata: dict[str, Any] = {}
+        self.skipped: Counter[str] = Counter()
+        self.model: str | None = None
+        self.response: _Response | None = None
+        self.mtime = file_time(path)
+
+    def _line_of(self, index: int) -> int | None:
+        return self.lines[index] if 0 <= index < len(self.lines) else None
+
+    def record(self, record: Any, where: Where) -> None:
+        if not isinstance(record, dict):
+            raise where.error(f"a record must be a JSON object, not {type(record).__name__}")
+        kind = record.get("type")
+        if kind not in LINE_TYPES:
+            raise where.error(f"unknown record type {kind!r} (expected one of {', '.join(LINE_TYPES)})")
+        payload = record.get("payload")
+        if not isinstance(payload, dict):
+            raise where.error("'payload' must be an object")
+        created_at = where.read(_time, record.get("timestamp"), self.mtime)
+        if kind == "session_meta":
+            self._session_meta(payload, where)
+        elif kind == "turn_context":
+            model = payload.get("model")
+            self.model = model if isinstance(model, str) else self.model
+            self.skipped["turn_context"] += 1
+        elif kind == "response_item":
+            self.lines.append(where.line or 0)
+            where.read(self._item, payload, created_at, f"{self.session_id}/{where.line}")
+        else:
+            label = kind if kind != "event_msg" else f"event_msg {payload.get('type')}"
+            self.skipped[label] += 1
+
+    def _session_meta(self, payload: dict[str, Any], where: Where) -> None:
+        if self.metadata:
+            self.skipped["session_meta (a later one)"] += 1
+            return
+        session_id = payload.get("id")
+        if session_id is not None:
+            self.session_id = where.string(payload, "id")
+        self.metadata = {key: payload[key] for key in _META_KEYS if payload.get(key) is not None}
+        if isinstance(payload.get("instructions"), str):
+            self.metadata["instructions"] = payload["instructions"]
+        self.metadata.setdefault("format", "codex")
+
+    def _item(self, item: dict[str, Any], created_at: datetime, message_id: str) -> None:
+        kind = item.get("type")
+        index = len(self.lines) - 1
+        if kind == "message":
+            role = get_str(item, "role")
+            if role == "assistant":
+                response = self._response(
+                    created_at, new=self.response is not None and self.response.calls > 0
+                )
+                response.parts.extend(_content(item.get("content"), assistant=True))
+                response.text = True
+                return
+            self.flush()
+            parts = _content(item.get("content"), assistant=False)
+            if role in ("developer", "system"):
+                text = "".join(p.text for p in parts if isinstance(p, TextPart))
+                message = Message.system(text, id=message_id, created_at=created_at)
+                metadata = {"role": role} if role == "developer" else None
+                self.history.add(msgspec.structs.replace(message, metadata=metadata), index)
+            elif role == "user":
+                self.history.add(_user(parts, message_id, created_at), index)
+            else:
+                raise BadRecord(f"unknown message role {role!r} (expected user, assistant or developer)")
+        elif kind == "reasoning":
+            current = self.response
+            response = self._response(
+                created_at, new=current is not None and bool(current.parts or current.encrypted)
+            )
+            summary, encrypted = _reasoning(item)
+            response.parts.extend(summary)
+            response.encrypted.extend(encrypted)
+        elif kind in CALL_ITEMS:
+            response = self._response(created_at)
+            response.parts.append(_call(item, kind))
+            response.calls += 1
+        elif kind in OUTPUT_ITEMS:
+            self.flush()
+            call_id = get_str(item, "call_id")
+            self.history.add_result(
+                call_id, _output(item.get("output")), id=message_id, created_at=created_at, index=index
+            )
+        else:
+            self.skipped[f"response_item {kind}"] += 1
+
+    def _response(self, created_at: datetime, *, new: bool = False) -> _Response:
+        if new:
+            self.flush()
+        if self.response is None:
+            self.response = _Response(line=len(self.lines) - 1, created_at=created_at)
+        return self.response
+
+    def flush(self) -> None:
+        """Close the model response being gathered: its assistant message joins the history."""
+        response, self.response = self.response, None
+        if response is None:
+            return
+        if not response.parts and not response.encrypted:
+            return
+        index = response.line
+        message_id = f"{self.session_id}/{self.lines[index]}"
+        calls = [p for p in response.parts if isinstance(p, ToolCall)]
+        unique = self.history.unique_calls(calls, message_id, index)
+        renamed = iter(unique)
+        parts = [next(renamed) if isinstance(p, ToolCall) else p for p in response.parts]
+        if not any(isinstance(p, (TextPart, ToolCall)) for p in parts):
+            parts.append(TextPart(text=""))
+        metadata: dict[str, Any] = {"model": self.model} if self.model else {}
+        if response.encrypted:
+            metadata["encrypted_reasoning"] = response.encrypted
+        message = Message(
+            id=message_id,
+            role="assistant",
+            parts=tuple(parts),
+            created_at=response.created_at,
+            metadata=metadata or None,
+        )
+        self.history.add(
+            Where(str(self.path), self.lines[index]).check(message), index, [c.id for c in calls]
+        )
+
+
+def _time(value: object, fallback: datetime) -> datetime:
+    if value is None:
+        return fallback
+    if not isinstance(value, str):
+        raise BadRecord(f"'timestamp' must be a string, not {type(value).__name__}")
+    return iso_time(value)[0]
+
+
+def _content(content: object, *, assistant: bool) -> list[Part]:
+    if isinstance(content, str):
+        return [TextPart(text=content)]
+    if not isinstance(content, list):
+        raise BadRecord("a message's 'content' must be a list of parts")
+    parts: list[Part] = []
+    for k, item in enumerate(content):
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind in ("input_text", "output_text", "text"):
+            parts.append(TextPart(text=get_str(item, "text")))
+        elif kind == "refusal" and assistant:
+            parts.append(TextPart(text=get_str(item, "refusal")))
+        elif kind == "input_image" and not assistant:
+            image = image_part(item.get("image_url"))
+            if image is None:
+                raise BadRecord(f"content[{k}]: only base64 'data:' image URLs can be stored")
+            parts.append(image)
+        else:
+            raise BadRecord(f"content[{k}]: unknown content part type {kind!r}")
+    return parts or [TextPart(text="")]
+
+
+def _user(parts: list[Part], message_id: str, created_at: datetime) -> Message:
+    media = [p for p in parts if isinstance(p, (TextPart, ImagePart))]
+    text = "".join(p.text for p in parts if isinstance(p, TextPart)).lstrip()
+    metadata = {"observation": "environment_context"} if text.startswith(ENVIRONMENT_PREFIX) else None
+    message = Message.user(media, id=message_id, created_at=created_at, metadata=metadata)
+    if text.startswith(INSTRUCTION_PREFIXES):
+        return msgspec.structs.replace(message, kind="meta")
+    return message
+
+
+def _reasoning(item: dict[str, Any]) -> tuple[list[ReasoningPart], list[str]]:
+    """A reasoning item's summary and content text as a reasoning part, and its encrypted content."""
+    texts: list[str] = []
+    for key in ("summary", "content"):
+        blocks = item.get(key) or []
+        if not isinstance(blocks, list):
+            raise BadRecord(f"reasoning {key!r} must be a list")
+        texts.extend(get_str(b, "text") for b in blocks if isinstance(b, dict) and "text" in b)
+    parts = [ReasoningPart(text="\n\n".join(texts))] if texts else []
+    encrypted = item.get("encrypted_content")
+    if encrypted is not None and not isinstance(encrypted, str):
+        raise BadRecord("'encrypted_content' must be a string")
+    return parts, [encrypted] if encrypted else []
+
+
+def _call(item: dict[str, Any], kind: str) -> ToolCall:
+    call_id = get_str(item, "call_id")
+    if kind == "function_call":
+        return ToolCall.from_arguments(
+            id=call_id, name=get_str(item, "name"), arguments=get_str(item, "arguments")
+        )
+    if kind == "custom_tool_call":
+        return ToolCall(id=call_id, name=get_str(item, "name"), input=None, raw_input=get_str(item, "input"))
+    action = item.get("action")
+    if not isinstance(action, dict):
+        raise BadRecord("a local_shell_call needs an 'action' object")
+    return ToolCall(id=call_id, name="local_shell", input=action)
+
+
+def _output(output: object) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        texts = [item.get("text") for item in output if isinstance(item, dict)]
+        if all(isinstance(text, str) for text in texts) and len(texts) == len(output):
+            return "".join(text for text in texts if isinstance(text, str))
+    content = output.get("content") if isinstance(output, dict) else None
+    if isinstance(content, str):
+        return content
+    if output is None:
+        return ""
+    return msgspec.json.encode(output).decode()
+
+
+def parse(path: str | Path) -> list[ParsedSession]:
+    """The one session of a Codex CLI rollout file; raises `FormatError` naming the bad line."""
+    path = Path(path)
+    rollout = _Rollout(path)
+    seen = False
+    for number, raw in enumerate(read_bytes(path).split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        where = Where(str(path), number)
+        try:
+            record = msgspec.json.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise where.error(f"not a JSON record: {exc}") from exc
+        try:
+            rollout.record(record, where)
+        except FormatError:
+            raise
+        except InvalidMessage as exc:
+            raise where.error(str(exc)) from exc
+        seen = True
+    if not seen:
+        raise FormatError(path, None, "the file holds no records")
+    rollout.flush()
+    history = rollout.history
+    history.finish()
+    if not history.messages:
+        raise FormatError(path, None, "no response_item records: nothing to import")
+    warnings = [
+        f"skipped {count} {kind!r} record(s) (no conversation content)"
+        for kind, count in sorted(rollout.skipped.items())
+    ]
+    if rollout.skipped.get("compacted"):
+        warnings.append(
+            "Codex compacted this session itself ('compacted' records); that compaction is not imported: "
+            "the view holds the whole history"
+        )
+    return [
+        ParsedSession(
+            session_id=rollout.session_id,
+            messages=history.messages,
+            title=None,
+            metadata=rollout.metadata,
+            repairs=history.repairs,
+            warnings=history.warnings + warnings,
+        )
+    ]
