@@ -819,7 +819,7 @@ def test_an_edited_directive_is_caught(writable: Path, restore_guard: bool) -> N
     version, message_id, event = _first_directive(writable)
     keep = event["projection"]["entries"][0]["keep_head"]
     event["projection"]["entries"][0]["keep_head"] = keep // 3
-    payload = json.dumps(event, separators=(",", ":")).encode()
+    payload = json.dumps(event, separators=(",", ":"))
     _tamper(
         writable,
         "events_refuse_update",
@@ -1096,7 +1096,7 @@ def test_a_forks_compactions_leave_the_parent_alone(writable: Path) -> None:
         conn.close()
     summaries = [json.loads(b) for b in bodies.values() if json.loads(b).get("kind") == "summary"]
     assert len(summaries) >= 2  # the fork wrote its own summaries, anchored in its own history
-    for text in [p.decode() for *_, p in child_events] + [b.decode() for b in bodies.values()]:
+    for text in [p for *_, p in child_events] + list(bodies.values()):
         for message_id in later:
             assert json.dumps(message_id) not in text, message_id
     assert not later & set(child_appended)

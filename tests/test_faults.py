@@ -396,12 +396,12 @@ def test_verify_names_an_edited_body(store_path: Path) -> None:
     conn = raw(store_path)
     ((body,),) = conn.execute("SELECT body FROM bodies WHERE message_id = 'u1'").fetchall()
     conn.close()
-    assert b'"run the tests"' in body
+    assert '"run the tests"' in body
     tamper(
         store_path,
         "bodies",
         "UPDATE bodies SET body = ? WHERE message_id = 'u1'",
-        (body.replace(b'"run the tests"', b'"delete the tests"'),),
+        (body.replace('"run the tests"', '"delete the tests"'),),
     )
 
     report = verify(store_path)
@@ -435,7 +435,7 @@ def test_verify_names_an_edited_event(store_path: Path, column: str) -> None:
     if column == "payload":
         # Point the append of seq 2 at the hash of other content, as a forger covering a body edit would.
         forged = body_hash(Message.user("forged", id="a0", created_at=T0))
-        new_value: object = payload.replace(payload.split(b'"body_hash":"')[1][:64], forged.encode())
+        new_value: object = payload.replace(payload.split('"body_hash":"')[1][:64], forged)
         assert new_value != payload
     else:
         new_value = "2020-01-01T00:00:00.000000+00:00"

@@ -331,6 +331,12 @@ TAMPERING: dict[str, tuple[Callable[[Path], None], str]] = {
     ),
     "a payload set to an integer": (
         lambda p: _tamper(p, "UPDATE events SET payload = 7 WHERE session_id = 's2' AND version = 3"),
+        "event_unreadable",
+    ),
+    "a payload set to a BLOB": (
+        lambda p: _tamper(
+            p, "UPDATE events SET payload = CAST(payload AS BLOB) WHERE session_id = 's2' AND version = 3"
+        ),
         "event_type",
     ),
 }
@@ -353,8 +359,8 @@ def test_a_recount_finds_counts_edited_together_with_their_digest(path: Path) ->
         "SELECT body, tokenizer FROM bodies WHERE message_id = 's1/r0'"
     ).fetchone()
     conn.close()
-    digest = record_digest(body, b"[3]", tokenizer)
-    _tamper(path, f"UPDATE bodies SET tokens = X'5b335d', digest = '{digest}' WHERE message_id = 's1/r0'")
+    digest = record_digest(body.encode(), b"[3]", tokenizer)
+    _tamper(path, f"UPDATE bodies SET tokens = '[3]', digest = '{digest}' WHERE message_id = 's1/r0'")
     assert verify(path).ok  # consistent with itself...
     deep = verify(path, deep=True)
     assert [p.code for p in deep.problems] == ["body_recount"]  # ...but not with a recount

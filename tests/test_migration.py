@@ -27,11 +27,14 @@ RENDERED = json.loads((STORES / "release-0.1.0.views.json").read_text())
 
 
 def _rows(path: Path, query: str) -> list[tuple[Any, ...]]:
+    """Rows with every text value as its UTF-8 bytes: the old release stored BLOBs, this one JSON
+    text, and the bytes are what every hash covers."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return conn.execute(query).fetchall()
+        rows = conn.execute(query).fetchall()
     finally:
         conn.close()
+    return [tuple(v.encode() if isinstance(v, str) else v for v in row) for row in rows]
 
 
 @pytest.fixture
@@ -68,6 +71,9 @@ def test_the_old_file_migrates_keeping_every_hash_and_every_view(old_copy: Path)
     )
     digests = _rows(old_copy, "SELECT digest FROM bodies")
     assert digests and all(len(d) == 64 for (d,) in digests)
+    types = _rows(old_copy, "SELECT DISTINCT typeof(body), typeof(tokens) FROM bodies")
+    assert types == [(b"text", b"text")]
+    assert _rows(old_copy, "SELECT DISTINCT typeof(payload) FROM events") == [(b"text",)]
     report = verify(old_copy)
     assert report.ok, report.problems
     assert report.schema == schema.KNOWN

@@ -130,6 +130,159 @@ def _record_digests_and_heads(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+# 0003 rebuilds the two append-only tables with JSON text columns (same bytes, now readable as text by
+# any SQLite tool) and adds the views a person can query without the library.
+_TEXT_TABLES: Final = (
+    """
+    CREATE TABLE bodies_text (
+        id INTEGER PRIMARY KEY,
+        message_id TEXT NOT NULL UNIQUE,
+        hash TEXT NOT NULL,
+        tokenizer TEXT NOT NULL,
+        tokens TEXT NOT NULL,
+        body TEXT NOT NULL,
+        digest TEXT NOT NULL DEFAULT ''
+    )
+    """,
+    "INSERT INTO bodies_text (id, message_id, hash, tokenizer, tokens, body, digest) "
+    "SELECT id, message_id, hash, tokenizer, CAST(tokens AS TEXT), CAST(body AS TEXT), digest FROM bodies",
+    "DROP TABLE bodies",
+    "ALTER TABLE bodies_text RENAME TO bodies",
+    "DROP VIEW history",
+    """
+    CREATE TABLE events_text (
+        session_id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        seq INTEGER,
+        message_id TEXT,
+        recorded_at TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        PRIMARY KEY (session_id, version)
+    ) WITHOUT ROWID
+    """,
+    "INSERT INTO events_text (session_id, version, kind, seq, message_id, recorded_at, payload, hash) "
+    "SELECT session_id, version, kind, seq, message_id, recorded_at, CAST(payload AS TEXT), hash FROM events",
+    "DROP TABLE events",
+    "ALTER TABLE events_text RENAME TO events",
+    _INITIAL[2],
+    _INITIAL[3],
+)
+# The first user message's opening: a session's title when none was given.
+_FIRST_REQUEST: Final = """(
+        SELECT substr(json_extract(b.body, '$.parts[0].text'), 1, 80)
+        FROM events AS a JOIN bodies AS b ON b.message_id = a.message_id
+        WHERE a.session_id = h.session_id AND a.kind = 'message_appended'
+          AND json_extract(b.body, '$.role') = 'user' AND json_extract(b.body, '$.kind') IS NULL
+          AND json_extract(b.body, '$.parts[0].text') IS NOT NULL
+        ORDER BY a.version LIMIT 1
+    )"""
+VIEWS: Final = (
+    f"""
+    CREATE VIEW sessions AS
+    SELECT
+        h.session_id AS session_id,
+        coalesce((
+            SELECT json_extract(t.payload, '$.title') FROM events AS t
+            WHERE t.session_id = h.session_id AND t.kind IN ('session_started', 'title_set')
+              AND json_extract(t.payload, '$.title') IS NOT NULL
+            ORDER BY t.version DESC LIMIT 1
+        ), {_FIRST_REQUEST}) AS title,
+        (
+            SELECT json_extract(s.payload, '$.parent_session_id') FROM events AS s
+            WHERE s.session_id = h.session_id AND s.kind = 'session_started' LIMIT 1
+        ) AS parent_session_id,
+        (SELECT min(recorded_at) FROM events AS e WHERE e.session_id = h.session_id) AS first_at,
+        (SELECT max(recorded_at) FROM events AS e WHERE e.session_id = h.session_id) AS last_at,
+        (
+            SELECT count(*) FROM events AS e
+            WHERE e.session_id = h.session_id AND e.kind = 'message_appended'
+        ) AS messages,
+        (
+            SELECT coalesce(sum(j.value), 0)
+            FROM events AS e JOIN bodies AS b ON b.message_id = e.message_id, json_each(b.tokens) AS j
+            WHERE e.session_id = h.session_id AND e.kind = 'message_appended'
+        ) AS stored_tokens,
+        h.version AS head_version,
+        h.hash AS head_hash
+    FROM heads AS h
+    """,
+    """
+    CREATE VIEW messages AS
+    SELECT
+        e.session_id AS session_id,
+        e.seq AS seq,
+        e.message_id AS message_id,
+        json_extract(b.body, '$.role') AS role,
+        coalesce(json_extract(b.body, '$.kind'), 'message') AS kind,
+        json_extract(b.body, '$.created_at') AS created_at,
+        substr(coalesce(
+            json_extract(b.body, '$.parts[0].text'),
+            json_extract(b.body, '$.parts[0].content'),
+            json_extract(b.body, '$.parts[0].name'),
+            ''
+        ), 1, 120) AS preview,
+        (SELECT coalesce(sum(value), 0) FROM json_each(b.tokens)) AS tokens,
+        EXISTS (
+            SELECT 1 FROM events AS m
+            WHERE m.session_id = e.session_id AND m.kind = 'message_marked'
+              AND json_extract(m.payload, '$.message_id') = e.message_id
+              AND json_extract(m.payload, '$.truncated')
+        ) AS truncated,
+        EXISTS (
+            SELECT 1 FROM events AS m
+            WHERE m.session_id = e.session_id AND m.kind = 'message_marked'
+              AND json_extract(m.payload, '$.message_id') = e.message_id
+              AND json_extract(m.payload, '$.excluded')
+        ) AS excluded
+    FROM events AS e JOIN bodies AS b ON b.message_id = e.message_id
+    WHERE e.kind = 'message_appended'
+    """,
+    """
+    CREATE VIEW compactions AS
+    SELECT
+        c.session_id AS session_id,
+        c.version AS version,
+        c.recorded_at AS recorded_at,
+        json_extract(c.payload, '$.result.round_id') AS round_id,
+        json_extract(c.payload, '$.result.outcome') AS outcome,
+        json_extract(c.payload, '$.result.strategy') AS strategy,
+        coalesce(json_extract(c.payload, '$.result.manual'), 0) AS manual,
+        coalesce(json_extract(c.payload, '$.result.tokens_before'), 0) AS tokens_before,
+        coalesce(json_extract(c.payload, '$.result.tokens_after'), 0) AS tokens_after,
+        coalesce(json_extract(c.payload, '$.result.compacted_count'), 0) AS compacted,
+        coalesce(json_extract(c.payload, '$.result.delta_count'), 0) AS summarized,
+        coalesce(json_extract(c.payload, '$.result.fallback_used'), 0) AS fallback_used,
+        json_extract(c.payload, '$.result.reason') AS reason
+    FROM events AS c
+    WHERE c.kind = 'compaction_recorded'
+      AND NOT EXISTS (
+        SELECT 1 FROM events AS later
+        WHERE later.session_id = c.session_id AND later.kind = 'compaction_recorded'
+          AND later.version > c.version
+          AND json_extract(later.payload, '$.result.round_id') = json_extract(c.payload, '$.result.round_id')
+      )
+    """,
+)
+
+
+# Every view this release creates, by name, with its SQL as SQLite keeps it (what `verify` compares).
+VIEW_SQL: Final = {statement.split()[2]: statement.strip() for statement in (_INITIAL[2], *VIEWS)}
+
+
+def _json_text_and_views(conn: sqlite3.Connection) -> None:
+    """0003: bodies, counts and payloads as JSON text (their bytes, and so every hash, unchanged); the
+    `sessions`, `messages` and `compactions` views."""
+    for statement in _TEXT_TABLES:
+        conn.execute(statement)
+    for table in APPEND_ONLY_TABLES:
+        for statement in _guard_statements(table):
+            conn.execute(statement)
+    for statement in VIEWS:
+        conn.execute(statement)
+
+
 def _digest_of_row(body: object, tokens: object, tokenizer: object) -> str:
     """`record_digest` over a row's stored values (whatever their SQL type, so a damaged row still
     gets a digest, which `verify` then finds wrong)."""
@@ -147,6 +300,7 @@ def _build_migrations() -> list[tuple[str, Migration]]:
     return [
         ("0001_initial", _statements(initial)),
         ("0002_record_digests_and_heads", _record_digests_and_heads),
+        ("0003_json_text_and_views", _json_text_and_views),
     ]
 
 

@@ -257,7 +257,9 @@ class SqliteEventStore:
             seq, message_id = (
                 (event.seq, event.message_id) if isinstance(event, MessageAppended) else (None, None)
             )
-            rows.append((session_id, version, event.kind, seq, message_id, recorded_at, payload, prev))
+            rows.append(
+                (session_id, version, event.kind, seq, message_id, recorded_at, payload.decode(), prev)
+            )
         try:
             self.connection.executemany(
                 "INSERT INTO events (session_id, version, kind, seq, message_id, recorded_at, payload, hash) "
@@ -315,7 +317,10 @@ class SqliteEventStore:
             counts = _TOKENS_ENCODER.encode(body.tokens)
             stored[event.message_id] = (body.hash, b"", body.data)
             digest = record_digest(body.data, counts, body.tokenizer)
-            rows.append((event.message_id, body.hash, body.tokenizer, counts, body.data, digest))
+            # JSON text: the very bytes the hashes cover, readable by any SQLite tool.
+            rows.append(
+                (event.message_id, body.hash, body.tokenizer, counts.decode(), body.data.decode(), digest)
+            )
         self.connection.executemany(
             "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body, digest) "
             "VALUES (?, ?, ?, ?, ?, ?)",

@@ -153,8 +153,8 @@ def _check_bodies(conn: sqlite3.Connection, problems: list[Problem], deep: bool)
         if _digest(body, tokens, tokenizer) != digest:
             report("body_record", "the stored record (time, metadata, counts or tokenizer) was edited")
         try:
-            message = decode_message(body)
-            counts = _TOKENS.decode(tokens)
+            message = decode_message(_raw(body))
+            counts = _TOKENS.decode(_raw(tokens))
         except (msgspec.DecodeError, TranscriptError) as exc:
             report("body_unreadable", str(exc))
             continue
@@ -201,7 +201,8 @@ def _chained(prev: str, session_id: str, version: int, recorded_at: str, payload
 
 
 def _raw(value: bytes | str) -> bytes:
-    return value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")
+    """A column's bytes as stored (text was read with its undecodable bytes escaped)."""
+    return value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
 
 
 def _check_sessions(
@@ -234,10 +235,11 @@ def _check_session(
         count += 1
         last = (version, stored_hash)
         report = functools.partial(_report, problems, session_id, version)
-        if isinstance(payload, str):
-            # Rewritten by a SQL text function (replace(), ||): the row was edited outside the store.
-            report("event_type", "payload is stored as TEXT, not the BLOB the store writes")
-            payload = payload.encode("utf-8", "surrogatepass")
+        if isinstance(payload, bytes):
+            # Rewritten as a BLOB (X'..', a cast): the row was edited outside the store.
+            report("event_type", "payload is stored as a BLOB, not the JSON text the store writes")
+        elif isinstance(payload, str):
+            payload = _raw(payload)
         if (
             not isinstance(payload, bytes)
             or not isinstance(recorded_at, str)
@@ -352,10 +354,16 @@ def _check_heads(
 
 
 def _check_guards(conn: sqlite3.Connection, problems: list[Problem]) -> None:
-    """Every guard trigger present, with exactly the SQL this release creates."""
-    present = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall())
+    """Every guard trigger and every view present, with exactly the SQL this release creates."""
+    rows = conn.execute("SELECT type, name, sql FROM sqlite_master WHERE type IN ('trigger', 'view')")
+    present = {(kind, name): sql for kind, name, sql in rows}
     for name, sql in schema.GUARD_SQL.items():
-        if name not in present:
+        if ("trigger", name) not in present:
             problems.append(Problem(code="guard_missing", detail=f"trigger {name} was dropped"))
-        elif present[name] != sql:
+        elif present["trigger", name] != sql:
             problems.append(Problem(code="guard_changed", detail=f"trigger {name} does not do what it must"))
+    for name, sql in schema.VIEW_SQL.items():
+        if present.get(("view", name)) != sql:
+            problems.append(
+                Problem(code="view_changed", detail=f"view {name} is missing or not what it must be")
+            )
