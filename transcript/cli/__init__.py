@@ -41,6 +41,7 @@ for command in (
     sessions.import_,
     sessions.show,
     sessions.export,
+    sessions.search,
     compaction.compact,
     compaction.compacts,
     compaction.checkpoint,

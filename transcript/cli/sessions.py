@@ -179,3 +179,25 @@ def write_private(path: Path, data: bytes) -> None:
         raise click.ClickException(f"cannot write {safe(str(path))}: {exc.strerror}") from exc
     with os.fdopen(fd, "wb") as out:
         out.write(data)
+
+
+@click.command()
+@click.argument("phrase")
+@db_option
+@click.option("--session", "session_id", default=None, help="Search this session only.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Most matches shown."
+)
+@format_option
+def search(phrase: str, db_path: str | None, session_id: str | None, limit: int, fmt: str) -> None:
+    """Find messages whose text holds PHRASE (its words in this order), best matches first.
+
+    Full-text search is opt-in: the first search of a file builds its index, and from then on every
+    message is indexed as it is stored (nothing is indexed, and nothing is paid, until then).
+    """
+    with open_store(db_path) as store:
+        hits = store.search(phrase, session_id=session_id, limit=limit)
+    lines = table(
+        [(h.session_id, h.seq, h.role, h.snippet) for h in hits], ("session", "seq", "role", "match")
+    )
+    emit(hits, fmt, text=lines if hits else [f"no message holds {safe(phrase)!r}"])

@@ -16,6 +16,7 @@ from transcript.model.events import (
     MessageMarked,
     ProviderCaps,
     SessionStarted,
+    TitleSet,
     ViewServed,
     apply_mark,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "Role",
     "SessionStarted",
     "TextPart",
+    "TitleSet",
     "ToolCall",
     "ToolResult",
     "TranscriptSnapshot",

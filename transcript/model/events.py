@@ -70,6 +70,12 @@ class SessionStarted(_Event, tag="session_started", frozen=True):
     metadata: dict[str, Any] | None = None
 
 
+class TitleSet(_Event, tag="title_set", frozen=True):
+    """The session's title from here on, as its owner gave it."""
+
+    title: str
+
+
 class CompactionRecorded(_Event, tag="compaction_recorded", frozen=True):
     """The result record of a compaction round that did something (or failed)."""
 
@@ -105,7 +111,14 @@ class ViewServed(_Event, tag="view_served", frozen=True):
 
 
 Event: TypeAlias = (
-    MessageAppended | MessageMarked | SessionStarted | CompactionRecorded | CapsSet | ForkedFrom | ViewServed
+    MessageAppended
+    | MessageMarked
+    | SessionStarted
+    | CompactionRecorded
+    | CapsSet
+    | ForkedFrom
+    | ViewServed
+    | TitleSet
 )
 
 EVENT_ENCODER: Final = msgspec.json.Encoder()

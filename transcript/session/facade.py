@@ -30,7 +30,7 @@ from transcript.model.errors import (
     InvalidArgument,
     InvalidMessage,
 )
-from transcript.model.events import CapsSet, Event, MessageAppended, ProviderCaps
+from transcript.model.events import CapsSet, Event, MessageAppended, ProviderCaps, TitleSet
 from transcript.model.ids import check_session_id as check_session_id, new_message_id, utc_now
 from transcript.model.message import INTERRUPTED_RESULT, Message
 from transcript.model.result import CompactResult
@@ -71,6 +71,7 @@ class Transcript:
         summarizer: Summarizer | None = None,
         reinject: Reinject | None = None,
         provider: str | ProviderCaps | None = None,
+        title: str | None = None,
     ) -> None:
         check_session_id(session_id)
         self.events = events
@@ -88,6 +89,8 @@ class Transcript:
         self._drained = len(self._live.results)
         if provider is not None:
             self.set_provider(provider)
+        if title is not None:
+            self.set_title(title)
 
     @classmethod
     def open(
@@ -104,6 +107,7 @@ class Transcript:
         synchronous: str = "FULL",
         tokenizer: str = CL100K,
         provider: str | ProviderCaps | None = None,
+        title: str | None = None,
     ) -> Transcript:
         """Open a file and one of its sessions; closing the transcript closes the file.
 
@@ -129,6 +133,7 @@ class Transcript:
                 summarizer=summarizer,
                 reinject=reinject,
                 provider=provider,
+                title=title,
             )
         except BaseException:
             events.close()
@@ -394,6 +399,31 @@ class Transcript:
         self._sync()
         if caps != self._live.caps:
             self._write([CapsSet(caps=caps)])
+
+    def set_title(self, title: str) -> None:
+        """Name this session (`transcript sessions` and the `sessions` view show it); recorded as an
+        event when it changes. Without one, a session is named by its first user message's opening."""
+        if not isinstance(title, str) or not title.strip() or len(title) > 1_000:
+            raise InvalidArgument(f"a title is a non-blank string of at most 1,000 characters, not {title!r}")
+        self._sync()
+        if title != self._live.title:
+            self._write([TitleSet(title=title)])
+
+    @property
+    def title(self) -> str:
+        """The session's title: the one it was given, else its first user message's opening."""
+        self._sync()
+        if self._live.title is not None:
+            return self._live.title
+        first = next(
+            (
+                e.message
+                for e in self._live.entries
+                if e.message.role == "user" and e.message.kind == "message"
+            ),
+            None,
+        )
+        return first.text.strip()[:80] if first is not None else ""
 
     @property
     def caps(self) -> ProviderCaps:

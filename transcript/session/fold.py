@@ -24,6 +24,8 @@ from transcript.model import (
     Message,
     MessageAppended,
     MessageMarked,
+    SessionStarted,
+    TitleSet,
     TranscriptSnapshot,
     ViewServed,
     apply_mark,
@@ -52,6 +54,7 @@ class LiveSession:
         self.served: list[str] = []
         self.served_version = 0
         self.stored_tokens = 0
+        self.title: str | None = None
 
     def add(self, message: Message, tokens: tuple[int, ...]) -> Entry:
         """Append one message at the next `seq`."""
@@ -130,6 +133,8 @@ class LiveSession:
             self.mark(event)
         elif isinstance(event, CompactionRecorded):
             self.record(version, event.result)
+        elif isinstance(event, (SessionStarted, TitleSet)):
+            self.title = event.title if event.title is not None else self.title
         elif isinstance(event, CapsSet):
             self.rendered.set_caps(event.caps)
         elif isinstance(event, ViewServed):

@@ -14,7 +14,7 @@ from transcript.model.errors import InvalidArgument, SessionNotFound
 from transcript.model.state import SessionState
 from transcript.session.facade import Transcript, check_session_id
 from transcript.session.importing import ImportReport, import_file
-from transcript.store.port import EventStore, SessionInfo
+from transcript.store.port import EventStore, SearchHit, SessionInfo
 from transcript.store.sqlite import SqliteEventStore
 from transcript.tokens import CL100K, TokenCounter, get_counter
 
@@ -87,6 +87,14 @@ class Store:
         """The session's latest version and event hash (0 and the genesis hash when empty)."""
         check_session_id(session_id)
         return self.events.head(session_id)
+
+    def search(self, phrase: str, *, session_id: str | None = None, limit: int = 20) -> list[SearchHit]:
+        """Messages whose text holds `phrase` (its words in this order), best matches first, in every
+        session or one. Full-text search is opt-in: the first search builds the index, which is then
+        kept current as messages are stored (`transcript search` does the same)."""
+        if session_id is not None:
+            check_session_id(session_id)
+        return self.events.search(phrase, session_id=session_id, limit=limit)
 
     def has_session(self, session_id: str) -> bool:
         """Whether the file holds any event of this session."""

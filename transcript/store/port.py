@@ -21,13 +21,25 @@ from transcript.model.message import Message
 
 
 class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A session of the store: its id, how many messages its history holds, its version, and its head
-    hash (the hash of its last event: keep it to check the session later, `verify --expect-head`)."""
+    """A session of the store: its id, how many messages its history holds, its version, its head hash
+    (the hash of its last event: keep it to check the session later, `verify --expect-head`) and its
+    title (given, or its first user message's opening)."""
 
     session_id: str
     messages: int
     version: int
     head_hash: str = ""
+    title: str = ""
+
+
+class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
+    """A message whose text matched a search: where it is, and the matching words in context."""
+
+    session_id: str
+    seq: int
+    message_id: str
+    role: str
+    snippet: str
 
 
 class NewBody(NamedTuple):
@@ -135,6 +147,10 @@ class EventStore(Protocol):
 
     def tokenizers(self, message_ids: Sequence[str]) -> dict[str, str]:
         """Which tokenizer counted each of these bodies."""
+        ...
+
+    def search(self, phrase: str, *, session_id: str | None = None, limit: int = 20) -> list[SearchHit]:
+        """Messages whose text holds `phrase`, best matches first (the index is built on first use)."""
         ...
 
     def change_token(self) -> Hashable:

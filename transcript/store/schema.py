@@ -267,6 +267,25 @@ VIEWS: Final = (
 )
 
 
+# Full-text search, opt-in: built by the first search, then kept current as bodies are written. The
+# text of a body is its parts' text: text and reasoning, tool results, and tool calls (name, input).
+_BODY_TEXT: Final = """(
+    SELECT group_concat(coalesce(
+        json_extract(p.value, '$.text'),
+        json_extract(p.value, '$.content'),
+        json_extract(p.value, '$.name') || ' ' ||
+            coalesce(json_extract(p.value, '$.raw_input'), json_extract(p.value, '$.input'), '')
+    ), char(10))
+    FROM json_each({body}, '$.parts') AS p
+)"""
+SEARCH: Final = (
+    "CREATE VIRTUAL TABLE message_text USING fts5(text)",
+    "INSERT INTO message_text (rowid, text) SELECT id, " + _BODY_TEXT.format(body="body") + " FROM bodies",
+    "CREATE TRIGGER bodies_index_text AFTER INSERT ON bodies BEGIN "
+    "INSERT INTO message_text (rowid, text) VALUES (NEW.id, " + _BODY_TEXT.format(body="NEW.body") + "); END",
+    "CREATE INDEX events_message_id ON events (message_id) WHERE message_id IS NOT NULL",
+)
+
 # Every view this release creates, by name, with its SQL as SQLite keeps it (what `verify` compares).
 VIEW_SQL: Final = {statement.split()[2]: statement.strip() for statement in (_INITIAL[2], *VIEWS)}
 

@@ -35,6 +35,7 @@ from transcript.store.port import (
     LoadedSession,
     LogRecord,
     NewBody,
+    SearchHit,
     SessionInfo,
     SessionWrite,
     StoredBody,
@@ -113,13 +114,12 @@ class SqliteEventStore:
         """Every session in the file, by id, with its message count and version."""
         with connection.translated("listing sessions"):
             rows = self.connection.execute(
-                "SELECT e.session_id, max(e.version), count(e.seq), h.hash FROM events AS e "
-                "LEFT JOIN heads AS h ON h.session_id = e.session_id "
-                "GROUP BY e.session_id ORDER BY e.session_id"
+                "SELECT session_id, messages, head_version, head_hash, title FROM sessions "
+                "ORDER BY session_id"
             ).fetchall()
         return [
-            SessionInfo(session_id=sid, messages=count, version=version, head_hash=head or "")
-            for sid, version, count, head in rows
+            SessionInfo(session_id=sid, messages=count, version=version, head_hash=head, title=title or "")
+            for sid, count, version, head, title in rows
         ]
 
     def head(self, session_id: str) -> tuple[int, str]:
@@ -214,6 +214,52 @@ class SqliteEventStore:
             yield from self.connection.execute(
                 f"{select} WHERE message_id IN ({','.join('?' * len(chunk))})", chunk
             )
+
+    def search(self, phrase: str, *, session_id: str | None = None, limit: int = 20) -> list[SearchHit]:
+        """Messages whose text holds `phrase` (words in this order), best matches first.
+
+        Full-text search is opt-in: the first search builds the index (a read-only store cannot, and
+        says so) and from then on every stored body is indexed as it is written.
+        """
+        if not isinstance(phrase, str) or not phrase.strip():
+            raise InvalidArgument(f"search for a non-blank phrase, not {phrase!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidArgument(f"limit must be a positive whole number, not {limit!r}")
+        if not self.search_enabled():
+            self._enable_search()
+        query = '"' + phrase.replace('"', '""') + '"'
+        sql = (
+            "SELECT e.session_id, e.seq, e.message_id, json_extract(b.body, '$.role'), "
+            "snippet(message_text, 0, '[', ']', '…', 12) "
+            "FROM message_text JOIN bodies AS b ON b.id = message_text.rowid "
+            "JOIN events AS e ON e.message_id = b.message_id AND e.kind = 'message_appended' "
+            "WHERE message_text MATCH ?"
+            + (" AND e.session_id = ?" if session_id is not None else "")
+            + " ORDER BY rank, e.session_id, e.seq LIMIT ?"
+        )
+        params = (query, session_id, limit) if session_id is not None else (query, limit)
+        with connection.translated("searching"):
+            rows = self.connection.execute(sql, params).fetchall()
+        return [SearchHit(session_id=r[0], seq=r[1], message_id=r[2], role=r[3], snippet=r[4]) for r in rows]
+
+    def search_enabled(self) -> bool:
+        """Whether this file keeps a full-text index of message text."""
+        with connection.translated("reading the schema"):
+            row = self.connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'message_text'"
+            ).fetchone()
+        return row is not None
+
+    def _enable_search(self) -> None:
+        if self.readonly:
+            raise StoreReadOnly(
+                f"{self.path} has no search index yet and is open read-only; search it once read-write"
+            )
+        with connection.translated("building the search index"), _WriteTransaction(self.connection):
+            if not self.search_enabled():
+                for statement in schema.SEARCH:
+                    self.connection.execute(statement)
+        self._local_writes += 1
 
     # The one write.
 
