@@ -39,6 +39,7 @@ SIM = "sim/sweagent_marshmallow-1867_fc"
 BUDGET = 3_000  # about 40% of the run's final view: micro and full compaction both happen
 MODEL_CALLS = 13  # assistant messages of the marshmallow run
 SPEC_COMMANDS = {
+    "search",  # issue 12: opt-in full-text search
     "import",
     "simulate",
     "replay",
