@@ -1107,6 +1107,7 @@ def test_a_forks_compactions_leave_the_parent_alone(writable: Path) -> None:
 
 SCRIPT_CASES: list[tuple[str, list[str], Callable[[str], bool]]] = [
     ("sessions", ["sessions"], lambda out: SIM in out),
+    ("search", ["search", "precision", "--limit", "2"], lambda out: "[precision]" in out.lower()),
     ("import", ["import", str(SWE_GPT4)], lambda out: "swe-agent, 1 sessions, 26 messages" in out),
     ("export", ["export", "--wire", "openai"], lambda out: check_openai_request(json.loads(out)) == ()),
     ("show", ["show", "--at", "last"], lambda out: out.startswith(f"{SIM}: ")),
