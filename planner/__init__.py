@@ -5,6 +5,7 @@ never write a flag and never call a provider.
 """
 
 from planner.config import CompactConfig, ConfigWarning
+from planner.loop import LoopDecision, LoopPolicy
 from planner.micro import MicroPlan, plan_micro, stale_boundary
 from planner.observations import is_observation
 from planner.trigger import CompactAction, determine_compact_action
@@ -13,6 +14,8 @@ __all__ = [
     "CompactAction",
     "CompactConfig",
     "ConfigWarning",
+    "LoopDecision",
+    "LoopPolicy",
     "MicroPlan",
     "determine_compact_action",
     "is_observation",

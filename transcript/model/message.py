@@ -198,6 +198,21 @@ class Message(Value, frozen=True):
         return cls._make("assistant", parts, id, created_at, metadata=metadata)
 
     @classmethod
+    def continuation(cls, text: str, *, id: str | None = None, created_at: datetime | None = None) -> Message:
+        """A prompt the loop appends to keep the model going (after a compaction, a follow-up): a user
+        message of kind `meta`, marked `continuation`, never taken for the user's request or goal."""
+        message = cls(
+            id=id if id is not None else new_message_id(),
+            role="user",
+            kind="meta",
+            parts=(TextPart(text=text),),
+            created_at=created_at if created_at is not None else utc_now(),
+            metadata={"continuation": True},
+        )
+        check_message(message)
+        return message
+
+    @classmethod
     def tool_result(
         cls,
         call_id: str,

@@ -1,0 +1,200 @@
+"""The outer loop: after each compaction round and each model reply, go on by itself or stop — and why.
+
+A loop asks twice per model call. `LoopPolicy.after_round(result)`, before the call: a round that
+compacted the context continues with the continuation prompt that re-anchors the model on the
+checkpoint (or stops, when continuing after a compaction is off). `LoopPolicy.after_reply(snapshot)`,
+after the reply and its tool results are appended: it stops when the model asked the user something
+(an explicit question, or a call of an ask-the-user tool), when a tool call was refused or awaits
+approval, when the turn has run out of model calls, or when the model ended its turn and automatic
+follow-ups are off or used up; otherwise it continues, with the follow-up prompt when the model had
+ended its turn. A prompt is appended as `Message.continuation(...)`: a `meta` message that no summary
+ever takes for the user's goal. Pure: nothing is read or written but what is passed in.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, Literal
+
+import msgspec
+
+from planner.continuation import continuation_prompt
+from transcript.model.errors import InvalidArgument
+from transcript.model.message import Message
+from transcript.model.result import CompactResult
+from transcript.model.snapshot import TranscriptSnapshot
+
+DEFAULT_ASK_TOOLS: Final = ("AskUserQuestion", "ask_user", "ask_followup_question", "request_user_input")
+FOLLOW_UP_PROMPT: Final = (
+    "Continue with the task from where you stopped. If it is finished, say so in one sentence and stop."
+)
+# What a tool result says when the user (or a permission rule) refused the call.
+_REFUSED: Final = re.compile(
+    r"doesn't want to proceed|user (declined|denied|rejected)|(denied|rejected) by the user|"
+    r"permission to use \S+ (has been|was) denied|tool use was rejected|not approved|"
+    r"requires (user )?approval|awaiting approval",
+    re.IGNORECASE,
+)
+_LAST_SENTENCE: Final = re.compile(r"[^.!?\n]*[.!?]*\s*$")
+# Markup a reply may end with after its question (emphasis, a closing quote or bracket).
+_TRAILING: Final = " \t\n*_`\"')]"
+
+Code = Literal[
+    "no_compaction",
+    "tool_results",
+    "compacted",
+    "follow_up",
+    "question",
+    "ask_tool",
+    "approval_block",
+    "pending_calls",
+    "max_turns",
+    "max_follow_ups",
+    "auto_continue_off",
+    "continue_after_compact_off",
+    "no_reply",
+]
+
+
+class LoopDecision(msgspec.Struct, frozen=True, kw_only=True):
+    """Continue or stop, with a stable code and a reason; `prompt` is what to append before the next
+    model call when continuing needs one (empty otherwise)."""
+
+    action: Literal["continue", "stop"]
+    code: Code
+    reason: str
+    prompt: str = ""
+
+    @property
+    def proceed(self) -> bool:
+        """Whether the loop calls the model again."""
+        return self.action == "continue"
+
+
+class LoopPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """When the loop goes on by itself after a model call (the design source's outer-loop settings).
+
+    `max_total_turns` counts model calls since the user's last request; `max_auto_follow_ups` counts
+    the follow-up prompts appended since then.
+    """
+
+    auto_continue: bool = False
+    max_auto_follow_ups: int = 3
+    max_total_turns: int = 50
+    continue_after_compact: bool = True
+    stop_on_approval_block: bool = True
+    stop_on_explicit_question: bool = True
+    ask_user_tools: tuple[str, ...] = DEFAULT_ASK_TOOLS
+    follow_up_prompt: str = FOLLOW_UP_PROMPT
+
+    def __post_init__(self) -> None:
+        for name in ("max_auto_follow_ups", "max_total_turns"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidArgument(f"{name} must be a whole number (0 or more), not {value!r}")
+        for name in (
+            "auto_continue",
+            "continue_after_compact",
+            "stop_on_approval_block",
+            "stop_on_explicit_question",
+        ):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgument(f"{name} must be True or False, not {getattr(self, name)!r}")
+        if not isinstance(self.follow_up_prompt, str) or not self.follow_up_prompt.strip():
+            raise InvalidArgument("follow_up_prompt must be a non-blank string")
+        msgspec.structs.force_setattr(self, "ask_user_tools", tuple(self.ask_user_tools))
+
+    def after_round(self, result: CompactResult) -> LoopDecision:
+        """Before the model call: after a round that compacted the context, re-anchor or stop."""
+        if result.outcome != "full_applied" or result.checkpoint is None:
+            return _continue("no_compaction", "no summary replaced the history: call the model")
+        if not self.continue_after_compact:
+            return _stop(
+                "continue_after_compact_off", "the context was compacted; continuing after it is off"
+            )
+        return _continue(
+            "compacted",
+            "the context was compacted: re-anchor on the checkpoint and go on",
+            continuation_prompt(result),
+        )
+
+    def after_reply(self, snapshot: TranscriptSnapshot) -> LoopDecision:
+        """After the model's reply (and the tool results appended to it): call the model again, or stop."""
+        entries = snapshot.entries
+        last_reply = next((e.seq for e in reversed(entries) if e.message.role == "assistant"), None)
+        if last_reply is None:
+            return _stop("no_reply", "the model has not replied yet")
+        reply = entries[last_reply].message
+        after = [e.message for e in entries[last_reply + 1 :]]
+        ask = {name.casefold() for name in self.ask_user_tools}
+        asked = [call for call in reply.tool_calls if call.name.casefold() in ask]
+        if asked:
+            return _stop("ask_tool", f"the model asked the user through {asked[0].name}")
+        answered = {r.call_id for m in after for r in m.tool_results}
+        pending = [call.id for call in reply.tool_calls if call.id not in answered]
+        if pending:
+            return _stop("pending_calls", f"tool calls {', '.join(pending)} await their results or approval")
+        refused = [r for m in after for r in m.tool_results if r.is_error and _REFUSED.search(r.text)]
+        if refused and self.stop_on_approval_block:
+            tool = refused[0].name or "a tool"
+            return _stop("approval_block", f"the call of {tool} was refused: {_clip(refused[0].text)}")
+        since_request = _since_request(snapshot)
+        calls = sum(1 for m in since_request if m.role == "assistant")
+        if calls >= self.max_total_turns:
+            return _stop(
+                "max_turns", f"{calls} model calls since the user's last request (max {self.max_total_turns})"
+            )
+        if reply.tool_calls:
+            return _continue("tool_results", "the tools answered: call the model with their results")
+        if self.stop_on_explicit_question and _asks(reply.text):
+            return _stop("question", f"the model asked the user: {_clip(_last_sentence(reply.text))}")
+        if not self.auto_continue:
+            return _stop("auto_continue_off", "the model ended its turn")
+        follow_ups = sum(1 for m in since_request if _is_continuation(m))
+        if follow_ups >= self.max_auto_follow_ups:
+            return _stop(
+                "max_follow_ups",
+                f"{follow_ups} follow-ups since the user's last request (max {self.max_auto_follow_ups})",
+            )
+        return _continue(
+            "follow_up",
+            "the model ended its turn: an automatic follow-up asks it to go on",
+            self.follow_up_prompt,
+        )
+
+
+def _stop(code: Code, reason: str) -> LoopDecision:
+    return LoopDecision(action="stop", code=code, reason=reason)
+
+
+def _continue(code: Code, reason: str, prompt: str = "") -> LoopDecision:
+    return LoopDecision(action="continue", code=code, reason=reason, prompt=prompt)
+
+
+def _since_request(snapshot: TranscriptSnapshot) -> list[Message]:
+    """The messages after the user's last request (a user message that is not meta, a summary or a
+    continuation), or the whole session when there is none."""
+    starts = snapshot.turn_starts
+    first = starts[-1] + 1 if starts else 0
+    return [entry.message for entry in snapshot.entries[first:]]
+
+
+def _is_continuation(message: Message) -> bool:
+    return message.kind == "meta" and bool((message.metadata or {}).get("continuation"))
+
+
+def _last_sentence(text: str) -> str:
+    stripped = text.rstrip(_TRAILING)
+    match = _LAST_SENTENCE.search(stripped)
+    sentence = match.group(0).strip() if match else stripped
+    return sentence or stripped
+
+
+def _asks(text: str) -> bool:
+    """Whether a reply ends by asking the user something: its last sentence is a question."""
+    return text.rstrip(_TRAILING).endswith("?")
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
