@@ -326,11 +326,11 @@ def test_merge_takes_the_delta_goal_unless_blank() -> None:
     assert merge(previous, Checkpoint(goal=" \n")).goal == "old"
 
 
-def test_merge_concatenates_lists_without_exact_duplicates() -> None:
+def test_merge_concatenates_lists_without_duplicates_of_the_same_normalised_text() -> None:
     previous = Checkpoint(constraints=("a", "b"), key_decisions=("k",), critical_context=("x", "x"))
-    delta = Checkpoint(constraints=("b", "c", "a "), key_decisions=("k",), process_snapshots=("s",))
+    delta = Checkpoint(constraints=("b", "c", "A ", "a."), key_decisions=("k",), process_snapshots=("s",))
     merged = merge(previous, delta)
-    assert merged.constraints == ("a", "b", "c", "a ")
+    assert merged.constraints == ("a", "b", "c")
     assert merged.key_decisions == ("k",)
     assert merged.critical_context == ("x",)
     assert merged.process_snapshots == ("s",)
@@ -343,6 +343,24 @@ def test_merge_moves_items_the_delta_finished_to_done() -> None:
     assert merged.done == ("setup", "port CLI", "release")
     assert merged.in_progress == ("write docs", "add tests")
     assert merged.blocked == ()
+
+
+def test_merge_moves_an_item_to_the_status_the_delta_gives_it() -> None:
+    previous = Checkpoint(in_progress=("Deploy the site",), next_steps=("deploy the site", "tell the team"))
+    merged = merge(previous, Checkpoint(blocked=("deploy the site.",)))
+    assert (merged.in_progress, merged.blocked) == ((), ("deploy the site.",))  # in the delta's words
+    assert merged.next_steps == ("deploy the site", "tell the team")  # not done yet: still a next step
+    merged = merge(merged, Checkpoint(done=("Deploy the site",)))
+    assert (merged.done, merged.blocked, merged.next_steps) == (("Deploy the site",), (), ("tell the team",))
+
+
+def test_merge_keeps_what_the_delta_leaves_out_and_caps_each_list() -> None:
+    previous = Checkpoint(
+        goal="ship v2", key_decisions=("use msgspec",), done=tuple(f"step {n}" for n in range(5))
+    )
+    merged = merge(previous, Checkpoint(done=("step 5", "step 6")), cap=4)
+    assert merged.goal == "ship v2" and merged.key_decisions == ("use msgspec",)
+    assert merged.done == ("step 3", "step 4", "step 5", "step 6")  # the oldest done items went
 
 
 def test_merge_sums_counts_and_takes_the_delta_metadata() -> None:

@@ -87,31 +87,52 @@ Reply with one JSON object of this shape (every list holds short plain strings; 
 Leave out generated_at, source_item_count and split_turn: the caller sets them."""
 
 
-def merge(previous: Checkpoint, delta: Checkpoint) -> Checkpoint:
-    """`previous` updated with `delta`, locally and deterministically (no model involved).
+# How many items each list of a merged checkpoint keeps (the oldest go first; done items before any
+# other when a checkpoint must shrink further, see `planner.full.fit`).
+LIST_CAP: Final = 40
+# The lists that say where a piece of work stands: an item lives in one of them at a time.
+_STATUS: Final = ("done", "in_progress", "blocked")
 
-    The goal is the delta's unless it is blank; each list is the previous items then the delta's, exact
-    duplicates dropped, first occurrence kept; an item the delta lists as done leaves `in_progress` and
-    `blocked`. Counts add up; `split_turn` and `generated_at` are the delta's.
+
+def item_key(item: str) -> str:
+    """What identifies a list item across checkpoints: its text with case and spacing normalised."""
+    return " ".join(item.split()).casefold().rstrip(".")
+
+
+def merge(previous: Checkpoint, delta: Checkpoint, *, cap: int = LIST_CAP) -> Checkpoint:
+    """`previous` updated with `delta`, field by field, locally and deterministically.
+
+    A checkpoint-delta round's reply may hold only what is new; what it leaves out is kept. List items
+    are identified by their normalised text (`item_key`): an item the delta lists under another status
+    (in progress -> done, -> blocked) moves there; new items append in order; an item done leaves the
+    next steps. Scalars are replaced only when the delta gives them (a non-blank goal). Each list keeps
+    its newest `cap` items. Counts add up; `split_turn` and `generated_at` are the delta's.
     """
-    finished = set(delta.done)
+    moved = {item_key(item): name for name in _STATUS for item in getattr(delta, name)}
+    finished = {key for key, name in moved.items() if name == "done"}
 
-    def both(name: str) -> tuple[str, ...]:
-        return tuple(dict.fromkeys((*getattr(previous, name), *getattr(delta, name))))
+    def union(name: str, *, leaving: set[str] | None = None) -> tuple[str, ...]:
+        kept: dict[str, str] = {}
+        for item in (*getattr(previous, name), *getattr(delta, name)):
+            key = item_key(item)
+            if key not in kept and not (leaving and key in leaving):
+                kept[key] = item
+        return tuple(kept.values())[-cap:] if cap else ()
 
-    def open_items(name: str) -> tuple[str, ...]:
-        return tuple(item for item in both(name) if item not in finished)
+    def status(name: str) -> tuple[str, ...]:
+        elsewhere = {key for key, where in moved.items() if where != name}
+        return union(name, leaving=elsewhere)
 
     return Checkpoint(
         goal=delta.goal if delta.goal.strip() else previous.goal,
-        constraints=both("constraints"),
-        done=both("done"),
-        in_progress=open_items("in_progress"),
-        blocked=open_items("blocked"),
-        key_decisions=both("key_decisions"),
-        next_steps=both("next_steps"),
-        critical_context=both("critical_context"),
-        process_snapshots=both("process_snapshots"),
+        constraints=union("constraints"),
+        done=status("done"),
+        in_progress=status("in_progress"),
+        blocked=status("blocked"),
+        key_decisions=union("key_decisions"),
+        next_steps=union("next_steps", leaving=finished),
+        critical_context=union("critical_context"),
+        process_snapshots=union("process_snapshots"),
         generated_at=delta.generated_at,
         source_item_count=previous.source_item_count + delta.source_item_count,
         split_turn=delta.split_turn,
