@@ -1,8 +1,9 @@
 """The continuation prompt: what a host sends the model after a compaction round.
 
 The continuation prompt re-anchors the model on the checkpoint (goal, constraints, blocked items,
-next steps, critical context, work in progress) so it carries on instead of starting over or asking
-again; after a split-turn cut it warns that the checkpoint covers only the first part of the turn.
+next steps, critical context, work in progress, running processes) so it carries on instead of
+starting over or asking again; after a split-turn cut it warns that the checkpoint covers only the
+first part of the turn. After a round that summarized nothing it says nothing.
 """
 
 from __future__ import annotations
@@ -16,23 +17,26 @@ SPLIT_TURN_WARNING = (
 
 
 def continuation_prompt(result: CompactResult) -> str:
-    """The hidden prompt that re-anchors the model after the round that produced `result`."""
+    """The hidden prompt that re-anchors the model after the round that produced `result`; empty after
+    a round that left no checkpoint (nothing was summarized, so there is nothing to re-anchor on)."""
+    checkpoint = result.checkpoint
+    if checkpoint is None:
+        return ""
     how = result.strategy or result.outcome
     lines = [f"Context was compacted ({how}). Continue the same task; do not restart it."]
-    checkpoint = result.checkpoint
-    if checkpoint is not None:
-        if checkpoint.goal:
-            lines.append(f"Goal: {checkpoint.goal}")
-        for title, items in (
-            ("Constraints", checkpoint.constraints),
-            ("Blocked", checkpoint.blocked),
-            ("Next steps", checkpoint.next_steps),
-            ("Critical context", checkpoint.critical_context),
-            ("In progress", checkpoint.in_progress),
-        ):
-            if items:
-                lines.append(f"{title}:")
-                lines.extend(f"- {item}" for item in items)
+    if checkpoint.goal:
+        lines.append(f"Goal: {checkpoint.goal}")
+    for title, items in (
+        ("Constraints", checkpoint.constraints),
+        ("Blocked", checkpoint.blocked),
+        ("Next steps", checkpoint.next_steps),
+        ("Critical context", checkpoint.critical_context),
+        ("In progress", checkpoint.in_progress),
+        ("Processes", checkpoint.process_snapshots),
+    ):
+        if items:
+            lines.append(f"{title}:")
+            lines.extend(f"- {item}" for item in items)
     if result.split_turn:
         lines.append(SPLIT_TURN_WARNING)
     return "\n".join(lines)

@@ -740,8 +740,13 @@ def test_status_in_text_and_json(sim_db: Path) -> None:
     assert data["session_id"] == SIM and data["last_outcome"]
     view = run_json(["show", "--db", sim_db, "--format", "json"])["view"]
     assert data["view_tokens"] == view["tokens"] and data["visible_messages"] == len(view["messages"])
-    rows = dict(line.split(None, 1) for line in run(["status", "--db", sim_db]).stdout.splitlines()[1:])
+    text = run(["status", "--db", sim_db]).stdout
+    table, _, summary = text.partition("\n\n")
+    rows = dict(line.split(None, 1) for line in table.splitlines()[1:])
     assert rows["session_id"] == SIM and rows["view_tokens"] == f"{view['tokens']:,}"
+    overview = data.get("overview", {})
+    assert {k: rows[k] for k in overview} == {k: str(len(v)) for k, v in overview.items()}
+    assert summary.startswith("# Checkpoint") and summary.strip() == data["summary"].strip()
 
 
 def test_stats_in_text_and_json(sim_db: Path) -> None:

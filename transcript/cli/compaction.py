@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+import msgspec
 
 from transcript.cli.options import db_option, format_option, open_store, pick_session, session_option
 from transcript.cli.output import emit, safe, table
@@ -81,11 +82,21 @@ def checkpoint(db_path: str | None, session_id: str | None, fmt: str) -> None:
 @session_option
 @format_option
 def status(db_path: str | None, session_id: str | None, fmt: str) -> None:
-    """Light status of a session: goal, last compaction, tokens, breaker."""
+    """A session at a glance: title, goal, tokens, the last round, the breaker and its last error, where
+    the work stands, head hash; then the latest checkpoint."""
     with open_store(db_path, readonly=True) as store:
         state = store.session(pick_session(store, session_id)).status()
-    rows = [(name, getattr(state, name)) for name in state.__struct_fields__]
-    emit(state, fmt, text=table(rows, ("field", "value")))
+    overview = state.overview
+    rows = [
+        (name, value)
+        for name in state.__struct_fields__
+        if name not in ("summary", "overview") and (value := getattr(state, name)) not in ("", None, ())
+    ]
+    rows += [(f"{name}", len(items)) for name, items in msgspec.structs.asdict(overview).items() if items]
+    lines = table(rows, ("field", "value"))
+    if state.summary:
+        lines += ["", *(safe(line) for line in state.summary.splitlines())]
+    emit(state, fmt, text=lines)
 
 
 @click.command()

@@ -24,6 +24,7 @@ from planner.micro import MicroPlan
 from planner.trigger import check_budget
 from projection.caps import caps_for
 from projection.view import View
+from transcript.model.checkpoint import to_markdown
 from transcript.model.errors import (
     ConflictError,
     DuplicateMessage,
@@ -36,7 +37,7 @@ from transcript.model.message import INTERRUPTED_RESULT, Message
 from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry, TranscriptSnapshot
 from transcript.session.fold import LiveSession
-from transcript.session.status import Status
+from transcript.session.status import Overview, Status
 from transcript.store.bodies import counted, prepare
 from transcript.store.connection import default_path
 from transcript.store.port import EventStore, NewBody, SessionWrite, StoredBody
@@ -473,6 +474,16 @@ class Transcript:
             consecutive_failures=last.consecutive_failures if last else 0,
             pending_calls=tuple(live.pending),
             head_hash=self.events.head(self.session_id)[1],
+            title=self.title,
+            summary=to_markdown(checkpoint) if checkpoint is not None else "",
+            overview=Overview(
+                done=checkpoint.done,
+                in_progress=checkpoint.in_progress,
+                blocked=checkpoint.blocked,
+                processes=checkpoint.process_snapshots,
+            )
+            if checkpoint is not None
+            else Overview(),
         )
 
     def _options(

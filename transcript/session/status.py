@@ -7,8 +7,22 @@ import msgspec
 from transcript.model.result import BreakerState
 
 
+class Overview(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Where the work stands, from the latest checkpoint: what was done, is in progress, is blocked,
+    and the processes it left running."""
+
+    done: tuple[str, ...] = ()
+    in_progress: tuple[str, ...] = ()
+    blocked: tuple[str, ...] = ()
+    processes: tuple[str, ...] = ()
+
+
 class Status(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A session at a glance, for status lines and dashboards."""
+    """A session at a glance, for status lines and dashboards.
+
+    `summary` is the latest checkpoint as the model reads it (markdown), `overview` where the work
+    stands; `last_error` is the latest summarizer failure the breaker counted (type and message).
+    """
 
     session_id: str
     version: int
@@ -24,3 +38,7 @@ class Status(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     consecutive_failures: int = 0
     pending_calls: tuple[str, ...] = ()
     head_hash: str = ""
+    title: str = ""
+    summary: str = ""
+    overview: Overview = Overview()
+    last_error: str = ""
