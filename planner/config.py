@@ -13,6 +13,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from planner.economics import CachePricing, PricingName
+
 DEFAULT_PROTECTED_TOOLS: Final = ("Agent", "Task", "AskUserQuestion", "goal", "TodoWrite")
 
 
@@ -38,6 +40,15 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     reinject_max_tokens: int = 4_000
     full_compact_enabled: bool = True
     smart_compact_enabled: bool = False
+    pricing: PricingName = "anthropic"
+    cache_read_multiplier: float | None = None
+    cache_write_multiplier: float | None = None
+    summary_output_multiplier: float = 5.0
+    payback_gate: bool = True
+    hysteresis: bool = True
+    full_compact_target: float = 0.5
+    emergency_path: bool = True
+    micro_observations: bool = True
 
     def __post_init__(self) -> None:
         for name in ("micro_compact_threshold", "auto_compact_threshold"):
@@ -73,6 +84,31 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
         msgspec.structs.force_setattr(self, "micro_excluded_tools", tuple(self.micro_excluded_tools))
 
     @classmethod
+    def previous(cls, **settings: Any) -> CompactConfig:
+        """The policy of the previous release: no cache pricing, no payback gate, no hysteresis, no
+        emergency path, tool results only (`settings` override any field)."""
+        return cls(
+            **{
+                "pricing": "none",
+                "payback_gate": False,
+                "hysteresis": False,
+                "emergency_path": False,
+                "micro_observations": False,
+                **settings,
+            }
+        )
+
+    @property
+    def cache_pricing(self) -> CachePricing:
+        """The prices the payback rule uses: the preset, with any multiplier set explicitly."""
+        preset = CachePricing.preset(self.pricing, output=self.summary_output_multiplier)
+        return CachePricing(
+            read=preset.read if self.cache_read_multiplier is None else self.cache_read_multiplier,
+            write=preset.write if self.cache_write_multiplier is None else self.cache_write_multiplier,
+            output=self.summary_output_multiplier,
+        )
+
+    @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> CompactConfig:
         """A config from plain data (e.g. parsed TOML/JSON), types checked; unknown keys are refused."""
         unknown = sorted(set(data) - set(cls.__struct_fields__))
@@ -91,9 +127,26 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
         """The protected tool names, case-folded."""
         return frozenset(name.casefold() for name in self.micro_excluded_tools)
 
-    def kept_tokens(self, budget_tokens: int) -> int:
-        """How much recent history full compaction keeps verbatim under this budget."""
-        return min(self.keep_recent_tokens, budget_tokens // 2)
+    def kept_tokens(self, budget_tokens: int, system_tokens: int = 0) -> int:
+        """How much recent history full compaction keeps verbatim under this budget.
+
+        With hysteresis, the kept window, the system messages and the summary together aim at the
+        full target, so the next full round is many calls away.
+        """
+        if not self.hysteresis:
+            return min(self.keep_recent_tokens, budget_tokens // 2)
+        room = self.target_tokens(budget_tokens) - system_tokens - self.summary_allowance(budget_tokens)
+        return max(0, min(self.keep_recent_tokens, room))
+
+    def summary_allowance(self, budget_tokens: int) -> int:
+        """Room a full round leaves for its summary when it sizes the kept window."""
+        return self.summary_tokens(budget_tokens) // 2
+
+    def target_tokens(self, budget_tokens: int) -> int:
+        """Where a round that defends the budget aims: the full target with hysteresis, else the budget."""
+        if not self.hysteresis:
+            return budget_tokens
+        return int(budget_tokens * self.full_compact_target)
 
     def summary_tokens(self, budget_tokens: int) -> int:
         """The largest checkpoint a summary may hold under this budget."""
@@ -108,4 +161,5 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
             self.micro_field_threshold_chars,
             self.micro_field_keep_head_chars,
             self.micro_field_keep_tail_chars,
+            self.micro_observations,
         )

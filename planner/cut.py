@@ -45,11 +45,20 @@ def view_tokens(entry: Entry) -> int:
 
 
 def plan_cut(
-    snapshot: TranscriptSnapshot, config: CompactConfig, *, keep_recent_tokens: int, force: bool = False
+    snapshot: TranscriptSnapshot,
+    config: CompactConfig,
+    *,
+    keep_recent_tokens: int,
+    force: bool = False,
+    floor_seq: int | None = None,
 ) -> CutPlan | None:
-    """Where to cut, or None when nothing older than the kept window can be summarized."""
+    """Where to cut, or None when nothing older than the kept window can be summarized.
+
+    `floor_seq` is the first `seq` always kept (default: the kept recent steps, `stale_boundary`).
+    """
     visible = canonical_order(snapshot.entries)
-    floor_seq = stale_boundary(snapshot, config)
+    if floor_seq is None:
+        floor_seq = stale_boundary(snapshot, config)
     cut = _cut_index(visible, floor_seq, keep_recent_tokens)
     if force and not _has_history(visible, cut):
         starts = [i for i, entry in enumerate(visible) if entry.message.role == "assistant"]
@@ -114,12 +123,38 @@ def _turn_start(visible: list[Entry], cut: int) -> int:
 
 
 def irreducible_tokens(snapshot: TranscriptSnapshot, config: CompactConfig) -> int:
-    """Tokens no round can reduce: system messages, the kept recent steps (pending calls among them)."""
-    boundary = stale_boundary(snapshot, config)
+    """Tokens no round can reduce: system messages and the kept recent steps (pending calls among
+    them). With the emergency path, the kept steps can be shortened or fewer kept: then only the
+    newest step (and what follows it) is irreducible."""
+    if config.emergency_path:
+        return floor_tokens(snapshot, newest_step_start(snapshot))
+    return floor_tokens(snapshot, stale_boundary(snapshot, config))
+
+
+def floor_tokens(snapshot: TranscriptSnapshot, boundary: int) -> int:
+    """View tokens of the system messages and of every message from `boundary` on (no summary)."""
     total = 0
     for entry in snapshot.entries:
         if entry.flags.excluded or entry.message.kind == "summary":
             continue
         if entry.seq >= boundary or entry.message.role == "system":
-            total += entry.token_count
+            total += view_tokens(entry)
     return total
+
+
+def newest_step_start(snapshot: TranscriptSnapshot) -> int:
+    """The `seq` of the newest step's assistant message (0 before the first step: all is kept)."""
+    return snapshot.step_starts[-1] if snapshot.step_starts else 0
+
+
+def emergency_floor(snapshot: TranscriptSnapshot, config: CompactConfig, room: int) -> int:
+    """The first `seq` a full step keeps on the emergency path: the most recent steps, as many as fit
+    `room` with the system messages (at most `micro_compact_stale_steps`), never fewer than the newest."""
+    starts = snapshot.step_starts
+    if not starts:
+        return 0
+    keep = min(max(config.micro_compact_stale_steps, 1), len(starts))
+    for count in range(keep, 1, -1):
+        if floor_tokens(snapshot, starts[-count]) <= room:
+            return starts[-count]
+    return starts[-1]

@@ -36,7 +36,7 @@ SWE_GPT4 = CORPUS / "sweagent_pydicom-1458_gpt4.traj"
 OPENHANDS_SMALL = CORPUS / "openhands_basic_gui_mode.json"
 CLAUDE_SMALL = CORPUS / "claude-code_ccviewer_5c0375b4.jsonl"  # a main session and two sub-agents
 SIM = "sim/sweagent_marshmallow-1867_fc"
-BUDGET = 3_000  # about 40% of the run's final view: micro and full compaction both happen
+BUDGET = 3_500  # about 45% of the run's final view: micro and full compaction both happen
 MODEL_CALLS = 13  # assistant messages of the marshmallow run
 SPEC_COMMANDS = {
     "import",
@@ -652,7 +652,8 @@ def test_compact_shadow_writes_nothing(writable: Path) -> None:
     )
 
 
-def test_compact_full_writes_a_checkpoint_round(writable: Path) -> None:
+def test_compact_full_writes_a_checkpoint_round(writable: Path, tmp_path: Path) -> None:
+    again = copy_db(writable, tmp_path / "again.db")
     rounds = len(run_json(["compacts", "--db", writable, "--format", "json"]))
     data = run_json(["compact", "--db", writable, "--budget", 1_500, "--full", "--format", "json"])
     assert data["outcome"] == "full_applied" and data["forced"] and data["manual"]
@@ -661,7 +662,7 @@ def test_compact_full_writes_a_checkpoint_round(writable: Path) -> None:
     assert len(results) == rounds + 1 and results[-1] == data
     assert run_json(["show", "--db", writable, "--format", "json"])["view"]["tokens"] == data["tokens_after"]
     run(["verify", "--db", writable, "--served"])
-    text = run(["compact", "--db", writable, "--budget", 1_500, "--full"]).stdout.splitlines()
+    text = run(["compact", "--db", again, "--budget", 1_500, "--full"]).stdout.splitlines()
     assert text[0].startswith("checkpoint") and text[1].startswith("view ")
 
 

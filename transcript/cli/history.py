@@ -253,7 +253,7 @@ def summary_lines(run: Simulation) -> list[str]:
 @click.command()
 @db_option
 @click.option(
-    "--budget", type=click.IntRange(min=1), default=5_000, show_default=True, help="Tokens per view."
+    "--budget", type=click.IntRange(min=1), default=3_500, show_default=True, help="Tokens per view."
 )
 def demo(db_path: str | None, budget: int) -> None:
     """Simulate a real recorded agent session (bundled) at a tight budget and print its timeline."""
