@@ -61,7 +61,8 @@ class RoundInput(NamedTuple):
     `view_tokens` and `view_items` describe the current view; `latest` is the last recorded result
     (the breaker rides on it), `checkpoint` the latest checkpoint, `cursor` where micro planning may
     start under this round's config (0 when unknown), `stored_tokens` the tokens of every stored
-    message (how fast the session grows, for the payback rule).
+    message (how fast the session grows, for the payback rule), `system_tokens` those of its system
+    messages (None: counted from the snapshot).
     """
 
     snapshot: TranscriptSnapshot
@@ -72,6 +73,7 @@ class RoundInput(NamedTuple):
     checkpoint: Checkpoint | None
     cursor: int = 0
     stored_tokens: int = 0
+    system_tokens: int | None = None
 
 
 class Deps(NamedTuple):
@@ -153,7 +155,12 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     )
     plan = plan_micro(snapshot, config, since=given.cursor)
     defend = force or given.view_tokens >= config.auto_compact_threshold * budget_tokens
-    hopeless = defend and config.emergency_path and irreducible_tokens(snapshot, config) > budget_tokens
+    system = given.system_tokens
+    hopeless = (
+        defend
+        and config.emergency_path
+        and irreducible_tokens(snapshot, config, system_tokens=system) > budget_tokens
+    )
     economics = _micro_economics(given, config, budget_tokens, plan) if plan else None
     action = determine_compact_action(
         given.view_tokens,
@@ -162,14 +169,14 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         micro_savings=plan.estimated_saved_tokens,
         force=force,
         # A round the user asked for is not gated: they decided it is worth its cache break.
-        economics=economics if config.payback_gate and not manual and (not defend or hopeless) else None,
+        economics=economics if config.payback_gate and not manual else None,
         floor_over_budget=hopeless and not force,
     )
     path: RoundPath = ""
     if action.kind in ("micro_then_full", "full"):
         path = "standard"
         if config.emergency_path and not hopeless:
-            kept = floor_tokens(snapshot, stale_boundary(snapshot, config))
+            kept = floor_tokens(snapshot, stale_boundary(snapshot, config), system_tokens=system)
             if kept > budget_tokens:
                 path = "emergency"
                 extra = plan_emergency(snapshot, config, need=kept - config.target_tokens(budget_tokens))
@@ -214,7 +221,7 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         written: list[Written] = []
         if marks:
             interim = breaker.finished(manual=manual, failed=False, config=config).stamp(
-                _irreducible(snapshot, config, budget_tokens, result)
+                _irreducible(snapshot, config, budget_tokens, result, system)
             )
             step = _commit_micro(run, snapshot, marks, interim)
             written.append(step)
@@ -222,7 +229,7 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         outcome = yield from _full(run, snapshot, result, written)
         return outcome._replace(cursor=cursor)
     failed = not marks and given.view_tokens / budget_tokens >= config.auto_compact_threshold
-    result = _irreducible(snapshot, config, budget_tokens, result)
+    result = _irreducible(snapshot, config, budget_tokens, result, system)
     if result.outcome == "skipped" and not failed and breaker.state == "closed":
         quiet = breaker.stamp(msgspec.structs.replace(result, reason=f"{action.reason}; nothing to reclaim"))
         return RoundOutcome(quiet, (), cursor)
@@ -336,9 +343,8 @@ def _full(
     floor = None
     if config.emergency_path:
         # Fewer recent steps are kept when they alone would leave the view over the target.
-        floor = emergency_floor(
-            snapshot, config, config.target_tokens(budget) - config.summary_allowance(budget)
-        )
+        room = config.target_tokens(budget) - config.summary_allowance(budget)
+        floor = emergency_floor(snapshot, config, room, system_tokens=run.given.system_tokens)
     prepared = _prepare(run, snapshot, aggressive=False, floor_seq=floor)
     if prepared is None:
         return _no_full(
@@ -416,7 +422,7 @@ def _full(
         kept_steps=_steps_in(snapshot, prepared.cut.kept),
     )
     result = _with_economics(result, economics)
-    result = _irreducible(snapshot, config, budget, result)
+    result = _irreducible(snapshot, config, budget, result, run.given.system_tokens)
     result = run.breaker.finished(manual=run.options.manual, failed=model_failed, config=config).stamp(result)
     step = commit(
         run.store,
@@ -435,17 +441,19 @@ def _request_tokens(run: _Round, request: SummaryRequest) -> int:
 
 
 def _checkpoint_tokens(run: _Round, checkpoint: Checkpoint) -> int:
-    """The output of one summarizer request, as if a model had answered with this checkpoint."""
-    return run.deps.counter.count(to_json(checkpoint))
+    """The output of one summarizer request, as if a model had answered with this checkpoint (the
+    sections it is asked for; the metadata is the round's, not the model's)."""
+    answer = msgspec.structs.replace(checkpoint, generated_at=None, source_item_count=0, split_turn=False)
+    return run.deps.counter.count(to_json(answer))
 
 
 def _prepare(
     run: _Round, snapshot: TranscriptSnapshot, *, aggressive: bool, floor_seq: int | None
 ) -> PreparedFull | None:
     config = run.config
-    system = sum(
-        view_tokens(e) for e in snapshot.entries if e.message.role == "system" and not e.flags.excluded
-    )
+    system = run.given.system_tokens
+    if system is None:
+        system = sum(view_tokens(e) for e in snapshot.entries if e.message.role == "system")
     return prepare_full(
         snapshot,
         config,
@@ -486,7 +494,7 @@ def _no_full(
     failed = not micro_done and result.tokens_before / run.budget >= run.config.auto_compact_threshold
     outcome = "micro_applied_then_full_failed" if micro_done else "full_failed"
     result = msgspec.structs.replace(result, outcome=outcome, reason=reason)
-    result = _irreducible(snapshot, run.config, run.budget, result)
+    result = _irreducible(snapshot, run.config, run.budget, result, run.given.system_tokens)
     final = run.breaker.finished(manual=run.options.manual, failed=failed, config=run.config).stamp(result)
     step = commit(run.store, snapshot.session_id, snapshot.version, [CompactionRecorded(result=final)])
     return RoundOutcome(_recorded(final, step), (*written, step))
@@ -498,17 +506,24 @@ def _strategy(prepared: PreparedFull) -> Strategy:
 
 
 def _irreducible(
-    snapshot: TranscriptSnapshot, config: CompactConfig, budget: int, result: CompactResult
+    snapshot: TranscriptSnapshot,
+    config: CompactConfig,
+    budget: int,
+    result: CompactResult,
+    system_tokens: int | None,
 ) -> CompactResult:
-    """The result, saying `over_budget_irreducible` when what no round can reduce exceeds the budget."""
+    """The result, saying `over_budget_irreducible` when what no round can reduce exceeds the budget:
+    with the emergency path, the newest step and the system messages; else the kept recent steps."""
     if result.tokens_after <= budget:
         return result
-    floor = irreducible_tokens(snapshot, config)
+    floor = irreducible_tokens(snapshot, config, system_tokens=system_tokens)
     if floor <= budget:
         return result
+    reason = (
+        "the system messages and the newest step alone exceed the budget"
+        if config.emergency_path
+        else "system messages, the kept recent steps and pending calls alone exceed the budget"
+    )
     return msgspec.structs.replace(
-        result,
-        outcome="over_budget_irreducible",
-        irreducible_tokens=floor,
-        reason="system messages, the kept recent steps and pending calls alone exceed the budget",
+        result, outcome="over_budget_irreducible", irreducible_tokens=floor, reason=reason
     )

@@ -46,7 +46,7 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     summary_output_multiplier: float = 5.0
     payback_gate: bool = True
     hysteresis: bool = True
-    full_compact_target: float = 0.5
+    full_compact_target: float = 0.3
     emergency_path: bool = True
     micro_observations: bool = True
 

@@ -122,24 +122,31 @@ def _turn_start(visible: list[Entry], cut: int) -> int:
     return 0
 
 
-def irreducible_tokens(snapshot: TranscriptSnapshot, config: CompactConfig) -> int:
+def irreducible_tokens(
+    snapshot: TranscriptSnapshot, config: CompactConfig, *, system_tokens: int | None = None
+) -> int:
     """Tokens no round can reduce: system messages and the kept recent steps (pending calls among
     them). With the emergency path, the kept steps can be shortened or fewer kept: then only the
-    newest step (and what follows it) is irreducible."""
+    newest step (and what follows it) is irreducible. `system_tokens`, when the caller keeps that
+    sum, spares a pass over the whole session."""
     if config.emergency_path:
-        return floor_tokens(snapshot, newest_step_start(snapshot))
-    return floor_tokens(snapshot, stale_boundary(snapshot, config))
+        return floor_tokens(snapshot, newest_step_start(snapshot), system_tokens=system_tokens)
+    return floor_tokens(snapshot, stale_boundary(snapshot, config), system_tokens=system_tokens)
 
 
-def floor_tokens(snapshot: TranscriptSnapshot, boundary: int) -> int:
-    """View tokens of the system messages and of every message from `boundary` on (no summary)."""
-    total = 0
-    for entry in snapshot.entries:
-        if entry.flags.excluded or entry.message.kind == "summary":
-            continue
-        if entry.seq >= boundary or entry.message.role == "system":
-            total += view_tokens(entry)
-    return total
+def floor_tokens(snapshot: TranscriptSnapshot, boundary: int, *, system_tokens: int | None = None) -> int:
+    """View tokens of the system messages and of every other message from `boundary` on (summaries
+    left out). With `system_tokens` given, only the messages from `boundary` on are read."""
+    entries = snapshot.entries
+    if system_tokens is None:
+        system_tokens = sum(view_tokens(e) for e in entries if _counts(e) and e.message.role == "system")
+    return system_tokens + sum(
+        view_tokens(e) for e in entries[boundary:] if _counts(e) and e.message.role != "system"
+    )
+
+
+def _counts(entry: Entry) -> bool:
+    return not entry.flags.excluded and entry.message.kind != "summary"
 
 
 def newest_step_start(snapshot: TranscriptSnapshot) -> int:
@@ -147,7 +154,9 @@ def newest_step_start(snapshot: TranscriptSnapshot) -> int:
     return snapshot.step_starts[-1] if snapshot.step_starts else 0
 
 
-def emergency_floor(snapshot: TranscriptSnapshot, config: CompactConfig, room: int) -> int:
+def emergency_floor(
+    snapshot: TranscriptSnapshot, config: CompactConfig, room: int, *, system_tokens: int | None = None
+) -> int:
     """The first `seq` a full step keeps on the emergency path: the most recent steps, as many as fit
     `room` with the system messages (at most `micro_compact_stale_steps`), never fewer than the newest."""
     starts = snapshot.step_starts
@@ -155,6 +164,6 @@ def emergency_floor(snapshot: TranscriptSnapshot, config: CompactConfig, room: i
         return 0
     keep = min(max(config.micro_compact_stale_steps, 1), len(starts))
     for count in range(keep, 1, -1):
-        if floor_tokens(snapshot, starts[-count]) <= room:
+        if floor_tokens(snapshot, starts[-count], system_tokens=system_tokens) <= room:
             return starts[-count]
     return starts[-1]

@@ -64,9 +64,11 @@ def determine_compact_action(
             use=use,
             projected_use=use,
         )
-    # With the payback gate, micro that keeps the view under the full threshold defends the budget
-    # without a summary; the previous policy wanted it under the micro threshold.
-    enough = config.auto_compact_threshold if config.payback_gate else config.micro_compact_threshold
+    # Micro alone is enough when it takes the view under the micro threshold; with the payback gate
+    # also when it keeps the view under the full threshold and pays for its cache break (else a full
+    # round, due soon anyway, is the cheaper defence).
+    paying = config.payback_gate and economics is not None and economics.pays_back
+    enough = config.auto_compact_threshold if paying else config.micro_compact_threshold
     if projected < enough:
         return CompactAction(
             kind="micro", reason="micro compaction is enough", use=use, projected_use=projected

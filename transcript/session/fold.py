@@ -52,6 +52,7 @@ class LiveSession:
         self.served: list[str] = []
         self.served_version = 0
         self.stored_tokens = 0
+        self.system_tokens = 0
 
     def add(self, message: Message, tokens: tuple[int, ...]) -> Entry:
         """Append one message at the next `seq`."""
@@ -59,6 +60,8 @@ class LiveSession:
         self.positions[message.id] = entry.seq
         self.entries.append(entry)
         self.stored_tokens += entry.token_count
+        if message.role == "system":
+            self.system_tokens += entry.token_count
         self.pending = _pending_after(self.pending, message)
         if message.role == "assistant":
             self.step_starts.append(entry.seq)
@@ -76,6 +79,7 @@ class LiveSession:
         ]
         self.positions = {entry.message.id: entry.seq for entry in self.entries}
         self.stored_tokens = sum(entry.token_count for entry in self.entries)
+        self.system_tokens = sum(e.token_count for e in self.entries if e.message.role == "system")
         for entry in self.entries:
             message = entry.message
             if message.role == "assistant":
