@@ -42,7 +42,7 @@ from planner.full import (
 )
 from planner.micro import MicroPlan, plan_emergency, plan_micro, stale_boundary
 from planner.payback import expected_calls, invalidated_tokens, micro_economics
-from planner.summary import Summarizer, SummaryRequest, prompt_text
+from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, prompt_text
 from planner.trigger import determine_compact_action
 from transcript.model.checkpoint import Checkpoint, to_json, to_markdown
 from transcript.model.events import CompactionRecorded, Event, MessageMarked, ProviderCaps
@@ -350,6 +350,11 @@ def _full(
         return _no_full(
             run, snapshot, result, written, "nothing older than the kept window can be summarized"
         )
+    within = result.tokens_after <= budget
+    if config.emergency_path and within and not run.options.force and _too_small(run, prepared):
+        return _no_full(
+            run, snapshot, result, written, "what is older than the kept window is smaller than its summary"
+        )
     text = (yield from attempts(prepared.request)).text if run.use_model else None
     now = run.deps.now()
     summary_id = run.deps.new_id()
@@ -432,6 +437,14 @@ def _full(
         {body.message.id: body},
     )
     return RoundOutcome(_recorded(result, step), (*written, step))
+
+
+def _too_small(run: _Round, prepared: PreparedFull) -> bool:
+    """Whether the history a full step would replace is no larger than the summary the local summarizer
+    makes of it (a model's is no cheaper to ask for): then asking for one is futile."""
+    local = LocalSummarizer().checkpoint(prepared.request)
+    body = summary_message(prepared, local, (), message_id="estimate", now=run.deps.now())
+    return prepared.cut.summarized_tokens <= run.deps.counter.count(body.text)
 
 
 def _request_tokens(run: _Round, request: SummaryRequest) -> int:
