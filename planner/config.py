@@ -13,7 +13,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from planner.economics import CachePricing, PricingName
+from planner.economics import PRICING_PRESETS, CachePricing, PricingName
+from transcript.model.errors import TranscriptError
 
 DEFAULT_PROTECTED_TOOLS: Final = ("Agent", "Task", "AskUserQuestion", "goal", "TodoWrite")
 
@@ -22,8 +23,22 @@ class ConfigWarning(UserWarning):
     """A config value was out of range or deprecated; the warning says what was used instead."""
 
 
+class InvalidConfig(TranscriptError, ValueError):
+    """A compaction setting has a value that cannot be used (wrong type, unknown name, negative)."""
+
+
 class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """When and how compaction runs (SPEC §6, §7). Build with `CompactConfig(...)` or `from_mapping`."""
+    """When and how compaction runs (SPEC §6, §7). Build with `CompactConfig(...)` or `from_mapping`.
+
+    The priced policy (the defaults): `pricing` names the prompt cache's prices (`anthropic`: a cached
+    input token costs 0.1, an uncached one 1.25; `openai`: 0.5 and 1; `none`: no cache), which
+    `cache_read_multiplier`/`cache_write_multiplier` override, and `summary_output_multiplier` prices a
+    summarizer's output. With `payback_gate`, a round below the full threshold runs only when what it
+    frees pays for the cache it invalidates. With `hysteresis`, a full round compacts to
+    `full_compact_target` of the budget. With `emergency_path`, kept recent steps that alone exceed
+    the budget are shortened, then fewer kept. `micro_observations` lets micro shorten observations
+    (tool output carried by user messages). `CompactConfig.previous()` is the previous release's policy.
+    """
 
     micro_compact_threshold: float = 0.75
     auto_compact_threshold: float = 0.95
@@ -51,7 +66,7 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     micro_observations: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("micro_compact_threshold", "auto_compact_threshold"):
+        for name in ("micro_compact_threshold", "auto_compact_threshold", "full_compact_target"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 clamped = min(1.0, max(0.0, value))
@@ -78,10 +93,27 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
             "reinject_max_tokens",
         ):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative")
+                raise InvalidConfig(f"{name} must not be negative")
         if self.micro_stale_unit not in ("step", "turn"):
-            raise ValueError(f"micro_stale_unit must be 'step' or 'turn', not {self.micro_stale_unit!r}")
+            raise InvalidConfig(f"micro_stale_unit must be 'step' or 'turn', not {self.micro_stale_unit!r}")
+        self._check_pricing()
         msgspec.structs.force_setattr(self, "micro_excluded_tools", tuple(self.micro_excluded_tools))
+
+    def _check_pricing(self) -> None:
+        if self.pricing not in PRICING_PRESETS:
+            raise InvalidConfig(
+                f"pricing must be one of {', '.join(sorted(PRICING_PRESETS))}, not {self.pricing!r}"
+            )
+        for name in ("cache_read_multiplier", "cache_write_multiplier", "summary_output_multiplier"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and value >= 0):
+                raise InvalidConfig(f"{name} must be a number not below 0, not {value!r}")
+        prices = self.cache_pricing
+        if prices.read > prices.write:
+            raise InvalidConfig(
+                f"a cached token cannot cost more than an uncached one (read {prices.read} > write "
+                f"{prices.write})"
+            )
 
     @classmethod
     def previous(cls, **settings: Any) -> CompactConfig:
@@ -113,11 +145,11 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
         """A config from plain data (e.g. parsed TOML/JSON), types checked; unknown keys are refused."""
         unknown = sorted(set(data) - set(cls.__struct_fields__))
         if unknown:
-            raise ValueError(f"invalid compaction config: unknown setting {unknown[0]!r}")
+            raise InvalidConfig(f"invalid compaction config: unknown setting {unknown[0]!r}")
         try:
             return msgspec.convert(dict(data), type=cls)
         except msgspec.ValidationError as exc:
-            raise ValueError(f"invalid compaction config: {exc}") from exc
+            raise InvalidConfig(f"invalid compaction config: {exc}") from exc
 
     def is_protected(self, tool_name: str | None) -> bool:
         """Whether micro compaction keeps this tool's inputs and outputs whole (case-insensitive)."""

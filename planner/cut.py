@@ -15,6 +15,7 @@ import msgspec
 
 from planner.config import CompactConfig
 from planner.micro import stale_boundary
+from planner.observations import is_observation
 from transcript.model.order import canonical_order
 from transcript.model.snapshot import Entry, TranscriptSnapshot
 
@@ -114,11 +115,14 @@ def _has_history(visible: list[Entry], cut: int) -> bool:
 
 
 def _turn_start(visible: list[Entry], cut: int) -> int:
-    """The index of the user message that opens the turn group the cut falls in (0 when none)."""
+    """The index of the user message that opens the turn group the cut falls in (0 when none); an
+    observation (tool output carried by a user message) opens none."""
     for index in range(min(cut, len(visible) - 1), -1, -1):
         message = visible[index].message
         if message.role == "user" and message.kind == "message":
-            return index
+            previous = visible[index - 1].message if index else None
+            if not is_observation(message, previous):
+                return index
     return 0
 
 

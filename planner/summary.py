@@ -15,6 +15,7 @@ from typing import Final, Protocol
 
 import msgspec
 
+from planner.observations import is_observation
 from transcript.model import Message, TextPart, ToolCall, ToolResult
 from transcript.model.checkpoint import CHECKPOINT_JSON_SCHEMA_HINT, Checkpoint, merge, to_json
 from transcript.model.errors import PromptTooLong
@@ -130,9 +131,13 @@ def serialize(message: Message) -> str:
 
 
 def latest_goal(messages: Sequence[Message]) -> str:
-    """The text of the latest real user message (never a summary or expanded command text)."""
-    for message in reversed(messages):
-        if message.role == "user" and message.kind == "message" and message.text.strip():
+    """The text of the latest real user message (never a summary, expanded command text or an
+    observation: tool or environment output carried by a user message)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role != "user" or message.kind != "message" or not message.text.strip():
+            continue
+        if not is_observation(message, messages[index - 1] if index else None):
             return message.text.strip()
     return ""
 

@@ -5,8 +5,9 @@ session id is the file's stem, message ids are `{session}/{index}`, and every me
 modification time (the format has no timestamps). Entries keep their roles: assistant `tool_calls`
 become calls and each role `tool` entry the result of the closest preceding unanswered call of its
 `tool_call_ids[0]` (call ids repeat across steps); the older style's observations stay user
-messages, marked `observation: true` (a user entry whose `message_type` is `observation`, or that
-follows an assistant entry: the environment's answer to the action in its text); `is_demo` entries
+messages, marked `observation: true` when they follow an assistant entry (the environment's answer
+to the action in its text; `message_type` alone cannot say it: SWE-agent labels the task statement
+`observation` too); `is_demo` entries
 are kept, marked `demo: true`, and `thought`/`action` go to metadata only when the content does not
 already hold them. Repairs (`_common.History`): a call id used twice
 in one message is renamed (`call_id_renamed`), a call still unanswered at the next message or at the
@@ -121,7 +122,7 @@ def _entry(
         message = Message.system(_text_only(parts, role), id=message_id, created_at=created_at)
         history.add(msgspec.structs.replace(message, metadata=metadata or None), index)
     else:
-        if after_action or metadata.get("message_type") == "observation":
+        if after_action:
             metadata["observation"] = True
         history.add(Message.user(parts, id=message_id, created_at=created_at, metadata=metadata), index)
     return demo
