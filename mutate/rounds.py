@@ -221,7 +221,9 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         written: list[Written] = []
         if marks:
             interim = breaker.finished(manual=manual, failed=False, config=config).stamp(
-                _irreducible(snapshot, config, budget_tokens, result, system)
+                _irreducible(
+                    marked(snapshot, plan, marks, snapshot.version), config, budget_tokens, result, system
+                )
             )
             step = _commit_micro(run, snapshot, marks, interim)
             written.append(step)
@@ -229,7 +231,8 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         outcome = yield from _full(run, snapshot, result, written)
         return outcome._replace(cursor=cursor)
     failed = not marks and given.view_tokens / budget_tokens >= config.auto_compact_threshold
-    result = _irreducible(snapshot, config, budget_tokens, result, system)
+    shortened = marked(snapshot, plan, marks, snapshot.version) if marks else snapshot
+    result = _irreducible(shortened, config, budget_tokens, result, system)
     if result.outcome == "skipped" and not failed and breaker.state == "closed":
         quiet = breaker.stamp(msgspec.structs.replace(result, reason=f"{action.reason}; nothing to reclaim"))
         return RoundOutcome(quiet, (), cursor)
@@ -427,7 +430,8 @@ def _full(
         kept_steps=_steps_in(snapshot, prepared.cut.kept),
     )
     result = _with_economics(result, economics)
-    result = _irreducible(snapshot, config, budget, result, run.given.system_tokens)
+    after = _without(snapshot, prepared.cut.summarize)
+    result = _irreducible(after, config, budget, result, run.given.system_tokens)
     result = run.breaker.finished(manual=run.options.manual, failed=model_failed, config=config).stamp(result)
     step = commit(
         run.store,
@@ -478,6 +482,17 @@ def _prepare(
         floor_seq=floor_seq,
         shown=lambda entry: shown_message(entry, run.given.caps),
     )
+
+
+def _without(snapshot: TranscriptSnapshot, excluded: tuple[int, ...]) -> TranscriptSnapshot:
+    """The snapshot with these entries excluded, as the full step leaves it (its summary aside)."""
+    entries = list(snapshot.entries)
+    for seq in excluded:
+        entry = entries[seq]
+        entries[seq] = msgspec.structs.replace(
+            entry, flags=msgspec.structs.replace(entry.flags, excluded=True)
+        )
+    return msgspec.structs.replace(snapshot, entries=tuple(entries))
 
 
 def _steps_in(snapshot: TranscriptSnapshot, kept: tuple[int, ...]) -> int:
