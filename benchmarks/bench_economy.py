@@ -121,13 +121,15 @@ def _ratio(items: Sequence[Economy]) -> float:
     return sum(e.cost for e in items) / baseline if baseline else 1.0
 
 
-def _reuse(items: Sequence[Economy], baseline: bool = False) -> float:
-    # Reuse over all sessions: reused over sent, every session's first call left out.
-    return sum((e.baseline_reuse if baseline else e.reuse) for e in items) / len(items) if items else 0.0
-
-
 def table(outcomes: Sequence[Outcome], budgets: Sequence[float]) -> list[str]:
-    """The summary table: one row per budget and policy."""
+    """The summary table: one row per budget and policy.
+
+    Columns: cost against P0 over all sessions and over the fe5e1c67 sub-agent sessions; prefix
+    breaks, and those after a micro round, a full round or neither; cache reuse (reused / sent over
+    all sessions, each session's first call left out) and P0's; calls over budget, and those
+    where the newest step with the system messages would have fit; full rounds that left the view
+    over budget; sessions over budget at some call that the previous policy kept within it.
+    """
     header = (
         f"{'budget':>6}  {'policy':<8}  {'cost/P0':>7}  {'sub/P0':>6}  {'breaks':>6}  {'micro':>5}  "
         f"{'full':>4}  {'other':>5}  {'reuse':>6}  {'P0 reuse':>8}  {'over':>4}  {'fits':>4}  "
@@ -146,8 +148,6 @@ def table(outcomes: Sequence[Outcome], budgets: Sequence[float]) -> list[str]:
                 continue
             items = [o.economy for o in rows]
             subs = [o.economy for o in rows if o.sub_agent]
-            sent = sum(e.tokens_sent for e in items)
-            reused = sum(e.reused_tokens for e in items)
             worse = sum(
                 1
                 for o in rows
@@ -155,7 +155,6 @@ def table(outcomes: Sequence[Outcome], budgets: Sequence[float]) -> list[str]:
                 and o.session_id in previous
                 and not previous[o.session_id].over_budget_calls
             )
-            del sent, reused
             lines.append(
                 f"{fraction:>6.0%}  {name:<8}  {_ratio(items):>7.3f}  {_ratio(subs):>6.3f}  "
                 f"{sum(e.prefix_breaks for e in items):>6}  {sum(e.micro_breaks for e in items):>5}  "
@@ -169,12 +168,13 @@ def table(outcomes: Sequence[Outcome], budgets: Sequence[float]) -> list[str]:
 
 
 def _pooled_reuse(rows: Sequence[Outcome], baseline: bool = False) -> float:
-    """Reuse pooled over sessions: weights each session's reuse ratio by its tokens sent."""
+    """Reused over sent over all sessions, each session's first call left out."""
     items = [o.economy for o in rows]
-    sent = sum(e.tokens_sent for e in items)
-    if not sent:
-        return 0.0
-    return sum((e.baseline_reuse if baseline else e.reuse) * e.tokens_sent for e in items) / sent
+    if baseline:
+        sent = sum(e.baseline_sent_after_first for e in items)
+        return sum(e.baseline_reused_tokens for e in items) / sent if sent else 0.0
+    sent = sum(e.sent_after_first for e in items)
+    return sum(e.reused_tokens for e in items) / sent if sent else 0.0
 
 
 def session_rows(outcomes: Sequence[Outcome]) -> list[str]:

@@ -490,6 +490,36 @@ def test_simulate_json_totals_add_up(tmp_path: Path) -> None:
     assert totals["rounds"] == sum(1 for p in report["points"] if p["kind"] == "compact")
 
 
+def test_simulate_prices_the_run_against_never_compacting(tmp_path: Path) -> None:
+    lines = run(["simulate", SWE_FC, "--budget", BUDGET, "--db", tmp_path / "a.db"]).stdout.splitlines()
+    cost = next(line for line in lines if line.startswith("cost "))
+    assert "never compacting" in cost and "(cached 0.1, uncached 1.25, summarizer output 5)" in cost
+    assert any(line.startswith("prefix breaks ") and "(micro " in line for line in lines)
+    assert any(line.startswith("calls over budget ") and "futile full rounds" in line for line in lines)
+    flat = ["--pricing", "none", "--output-multiplier", "1"]
+    other = run(["simulate", SWE_FC, "--budget", BUDGET, "--db", tmp_path / "b.db", *flat]).stdout
+    assert "(cached 1, uncached 1, summarizer output 1)" in other
+    (report,) = run_json(
+        ["simulate", SWE_FC, "--budget", BUDGET, "--db", tmp_path / "c.db", "--format", "json"]
+    )
+    economy, calls = report["economy"], report["calls"]
+    assert len(calls) == MODEL_CALLS and economy["model_calls"] == MODEL_CALLS
+    assert sum(c["cost"] for c in calls) == pytest.approx(economy["cost"])
+    assert sum(c["baseline"]["cost"] for c in calls) == pytest.approx(economy["baseline_cost"])
+    assert economy["cost_ratio"] == pytest.approx(economy["cost"] / economy["baseline_cost"])
+    breaks = sum(1 for c in calls[1:] if not c["prefix_kept"])
+    kinds = economy["micro_breaks"] + economy["full_breaks"] + economy["other_breaks"]
+    assert economy["prefix_breaks"] == kinds == breaks > 0
+    assert all(c["baseline"]["view_tokens"] >= c["view_tokens"] for c in calls)
+    run(
+        ["simulate", SWE_FC, "--budget", BUDGET, "--db", tmp_path / "d.db", "--pricing", "x"], code=EXIT_USAGE
+    )
+    run(
+        ["simulate", SWE_FC, "--budget", BUDGET, "--db", tmp_path / "e.db", "--output-multiplier", "-1"],
+        code=EXIT_USAGE,
+    )
+
+
 def test_simulate_every_session_of_a_file_or_just_one(tmp_path: Path) -> None:
     reports = run_json(
         ["simulate", CLAUDE_SMALL, "--budget", 1_000, "--db", tmp_path / "all.db", "--format", "json"]

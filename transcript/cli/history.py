@@ -258,13 +258,10 @@ def economy_lines(*economies: Economy) -> list[str]:
     first = economies[0]
     cost = sum(e.cost for e in economies)
     base = sum(e.baseline_cost for e in economies)
-    sent = sum(e.tokens_sent for e in economies)
-
-    def pooled(reuse: float, e: Economy) -> float:
-        return reuse * e.tokens_sent
-
-    reuse = sum(pooled(e.reuse, e) for e in economies) / sent if sent else 0.0
-    base_reuse = sum(pooled(e.baseline_reuse, e) for e in economies) / sent if sent else 0.0
+    sent = sum(e.sent_after_first for e in economies)
+    base_sent = sum(e.baseline_sent_after_first for e in economies)
+    reuse = sum(e.reused_tokens for e in economies) / sent if sent else 0.0
+    base_reuse = sum(e.baseline_reused_tokens for e in economies) / base_sent if base_sent else 0.0
     prices = first.pricing
     micro = sum(e.micro_breaks for e in economies)
     full = sum(e.full_breaks for e in economies)

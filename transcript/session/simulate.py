@@ -212,7 +212,8 @@ def _common_prefix(before: Sequence[str], after: Sequence[str]) -> int:
 class Economy(msgspec.Struct, frozen=True, kw_only=True):
     """What a simulated session cost against the same replay with no compaction (the baseline, P0).
 
-    `reuse` is reused / sent over every call but the first (whose cache is always cold).
+    `reuse` is reused / sent over every call but the first (whose cache is always cold):
+    `reused_tokens` / `sent_after_first`, and the same for the baseline.
     """
 
     session_id: str
@@ -223,6 +224,9 @@ class Economy(msgspec.Struct, frozen=True, kw_only=True):
     reused_tokens: int
     reuse: float
     baseline_reuse: float
+    sent_after_first: int
+    baseline_reused_tokens: int
+    baseline_sent_after_first: int
     cost: float
     baseline_cost: float
     micro_breaks: int
@@ -256,6 +260,9 @@ def economy(run: Simulation, baseline: Simulation, pricing: CachePricing) -> Eco
         reused_tokens=run.reused_tokens,
         reuse=_reuse(run),
         baseline_reuse=_reuse(baseline),
+        sent_after_first=sum(call.view_tokens for call in run.calls[1:]),
+        baseline_reused_tokens=baseline.reused_tokens,
+        baseline_sent_after_first=sum(call.view_tokens for call in baseline.calls[1:]),
         cost=run.cost(pricing),
         baseline_cost=baseline.cost(pricing),
         micro_breaks=run.breaks("micro"),
