@@ -16,11 +16,17 @@ from planner.config import CompactConfig
 from planner.micro import MicroPlan, plan_micro
 from projection.caps import NEUTRAL, ProviderCaps
 from projection.directives import group_directives
-from projection.render import PROJECTION_POLICY_VERSION, RenderError, apply_directive, render_entry
+from projection.render import (
+    PROJECTION_POLICY_VERSION,
+    RenderError,
+    apply_directive,
+    policy_for,
+    render_entry,
+)
 from transcript.model.errors import ConflictError, InvalidMessage
 from transcript.model.events import MessageMarked, apply_mark
 from transcript.model.marks import DirectiveEntry, ProjectionDirective
-from transcript.model.message import DocumentPart, ImagePart, TextPart, ToolResult, media_tokens
+from transcript.model.message import DocumentPart, ImagePart, Message, TextPart, ToolResult, media_tokens
 from transcript.model.order import canonical_order
 from transcript.model.snapshot import Entry, TranscriptSnapshot
 
@@ -41,8 +47,9 @@ def micro_marks(snapshot: TranscriptSnapshot, plan: MicroPlan, count: CountText)
     marks = []
     for message_id, proposed in group_directives(plan.entries).items():
         entry = _entry(snapshot, message_id, plan.seq_of(message_id))
-        exact = tuple(_counted(entry, item, count) for item in proposed.entries)
-        directive = ProjectionDirective(policy_version=PROJECTION_POLICY_VERSION, entries=exact)
+        version = policy_for(entry.message, proposed.entries)
+        exact = tuple(_counted(entry, item, count, version) for item in proposed.entries)
+        directive = ProjectionDirective(policy_version=version, entries=exact)
         marks.append(MessageMarked(message_id=message_id, truncated=True, projection=directive))
     return marks
 
@@ -89,6 +96,16 @@ def _entry(snapshot: TranscriptSnapshot, message_id: str, seq: int | None = None
     raise InvalidMessage(f"the plan names message {message_id!r}, which is not in the session")
 
 
+def shown_message(entry: Entry, caps: ProviderCaps) -> Message:
+    """A message as the view shows it under its directive (as stored when that cannot render)."""
+    if entry.flags.projection is None:
+        return entry.message
+    try:
+        return render_entry(entry, entry.flags.projection, caps)[0]
+    except RenderError:
+        return entry.message
+
+
 def _rendered_tokens(entry: Entry, caps: ProviderCaps) -> int:
     try:
         return render_entry(entry, entry.flags.projection, caps)[1]
@@ -123,15 +140,15 @@ def repair_marks(
     return plan, marks
 
 
-def _counted(entry: Entry, item: DirectiveEntry, count: CountText) -> DirectiveEntry:
+def _counted(entry: Entry, item: DirectiveEntry, count: CountText, version: int) -> DirectiveEntry:
     """The entry with the exact token counts of its target as stored and as rendered."""
-    directive = ProjectionDirective(policy_version=PROJECTION_POLICY_VERSION, entries=(item,))
+    directive = ProjectionDirective(policy_version=version, entries=(item,))
     rendered, _ = apply_directive(entry.message, directive, NEUTRAL)
     index = item.part_index if item.part_index is not None else 0
     before, after = entry.message.parts[index], rendered.parts[index]
     if item.item_index is None or not isinstance(before, ToolResult) or not isinstance(after, ToolResult):
         original = entry.tokens[index]
-        rendered_tokens = count(after.text) if isinstance(after, ToolResult) else original
+        rendered_tokens = count(after.text) if isinstance(after, (ToolResult, TextPart)) else original
     else:
         old_item = before.content[item.item_index]
         new_item = after.content[item.item_index]

@@ -15,6 +15,7 @@ The round is written once, as a generator that yields summarizer requests and re
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import datetime
 from typing import NamedTuple
@@ -24,10 +25,11 @@ import msgspec
 from mutate.breaker import Breaker
 from mutate.commit import Written, commit
 from mutate.full import full_events, summary_body
-from mutate.micro import marked, micro_marks, repair_marks, view_delta, view_token_count
+from mutate.micro import marked, micro_marks, repair_marks, shown_message, view_delta, view_token_count
 from mutate.summarizing import Steps, adrive, attempts, drive
 from planner.config import CompactConfig
-from planner.cut import irreducible_tokens
+from planner.cut import emergency_floor, floor_tokens, irreducible_tokens, view_tokens
+from planner.economics import RoundEconomics, round_economics
 from planner.full import (
     PreparedFull,
     Reinject,
@@ -38,12 +40,13 @@ from planner.full import (
     reinjected_content,
     summary_message,
 )
-from planner.micro import MicroPlan, plan_micro
-from planner.summary import Summarizer
+from planner.micro import MicroPlan, plan_emergency, plan_micro, stale_boundary
+from planner.payback import expected_calls, invalidated_tokens, micro_economics
+from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, prompt_text
 from planner.trigger import determine_compact_action
-from transcript.model.checkpoint import Checkpoint, to_markdown
+from transcript.model.checkpoint import Checkpoint, to_json, to_markdown
 from transcript.model.events import CompactionRecorded, Event, MessageMarked, ProviderCaps
-from transcript.model.result import CompactResult, Strategy
+from transcript.model.result import CompactResult, RoundPath, Strategy
 from transcript.model.snapshot import TranscriptSnapshot
 from transcript.store.port import EventStore, NewBody
 from transcript.tokens import TokenCounter
@@ -58,7 +61,9 @@ class RoundInput(NamedTuple):
     `view_tokens` and `view_items` describe the current view; `latest` is the last recorded result
     (the breaker rides on it), `checkpoint` the latest checkpoint, `cursor` where micro planning may
     start under this round's config (0 when unknown), `unusable` the messages whose stored directive
-    the view cannot use (the round supersedes them).
+    the view cannot use (the round supersedes them), `stored_tokens` the tokens of every stored
+    message (how fast the session grows, for the payback rule), `system_tokens` those of its system
+    messages (None: counted from the snapshot).
     """
 
     snapshot: TranscriptSnapshot
@@ -69,6 +74,8 @@ class RoundInput(NamedTuple):
     checkpoint: Checkpoint | None
     cursor: int = 0
     unusable: tuple[str, ...] = ()
+    stored_tokens: int = 0
+    system_tokens: int | None = None
 
 
 class Deps(NamedTuple):
@@ -149,12 +156,38 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         _base(given.view_tokens, given.view_items, budget_tokens, manual, force), round_id=deps.new_id()
     )
     plan = plan_micro(snapshot, config, since=given.cursor)
+    defend = force or given.view_tokens >= config.auto_compact_threshold * budget_tokens
+    system = given.system_tokens
+    hopeless = (
+        defend
+        and config.emergency_path
+        and irreducible_tokens(snapshot, config, system_tokens=system) > budget_tokens
+    )
+    economics = _micro_economics(given, config, budget_tokens, plan) if plan else None
     action = determine_compact_action(
-        given.view_tokens, budget_tokens, config, micro_savings=plan.estimated_saved_tokens, force=force
+        given.view_tokens,
+        budget_tokens,
+        config,
+        micro_savings=plan.estimated_saved_tokens,
+        force=force,
+        # A round the user asked for is not gated: they decided it is worth its cache break.
+        economics=economics if config.payback_gate and not manual else None,
+        floor_over_budget=hopeless and not force,
     )
+    path: RoundPath = ""
+    if action.kind in ("micro_then_full", "full"):
+        path = "standard"
+        if config.emergency_path and not hopeless:
+            kept = floor_tokens(snapshot, stale_boundary(snapshot, config), system_tokens=system)
+            if kept > budget_tokens:
+                path = "emergency"
+                extra = plan_emergency(snapshot, config, need=kept - config.target_tokens(budget_tokens))
+                plan = plan.extended(extra)
     result = msgspec.structs.replace(
-        base, estimated_saved_tokens=plan.estimated_saved_tokens, reason=action.reason
+        base, estimated_saved_tokens=plan.estimated_saved_tokens, reason=action.reason, path=path
     )
+    if economics is not None:
+        result = _with_economics(result, economics)
     if shadow:
         shadowed = msgspec.structs.replace(
             result,
@@ -164,7 +197,7 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
             tokens_after=given.view_tokens - plan.estimated_saved_tokens,
         )
         return RoundOutcome(shadowed)
-    micro = action.kind in ("micro", "micro_then_full")
+    micro = action.kind in ("micro", "micro_then_full") or path == "emergency"
     marks = micro_marks(snapshot, plan, deps.counter.count) if micro and plan else []
     cursor = plan.scanned_to if micro or not plan else None
     tokens_after = given.view_tokens + view_delta(snapshot, plan, marks, given.caps)
@@ -197,7 +230,9 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         written: list[Written] = []
         if marks:
             interim = breaker.finished(manual=manual, failed=False, config=config).stamp(
-                _irreducible(snapshot, config, budget_tokens, result)
+                _irreducible(
+                    marked(snapshot, plan, marks, snapshot.version), config, budget_tokens, result, system
+                )
             )
             step = _commit_micro(run, snapshot, marks, interim)
             written.append(step)
@@ -205,13 +240,42 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         outcome = yield from _full(run, snapshot, result, written)
         return outcome._replace(cursor=cursor)
     failed = not marks and given.view_tokens / budget_tokens >= config.auto_compact_threshold
-    result = _irreducible(snapshot, config, budget_tokens, result)
+    shortened = marked(snapshot, plan, marks, snapshot.version) if marks else snapshot
+    result = _irreducible(shortened, config, budget_tokens, result, system)
     if result.outcome == "skipped" and not failed and breaker.state == "closed":
         quiet = breaker.stamp(msgspec.structs.replace(result, reason=f"{action.reason}; nothing to reclaim"))
         return RoundOutcome(quiet, (), cursor)
     final = breaker.finished(manual=manual, failed=failed, config=config).stamp(result)
     step = _commit_micro(run, snapshot, marks, final)
     return RoundOutcome(_recorded(final, step), (step,), cursor)
+
+
+def _micro_economics(
+    given: RoundInput, config: CompactConfig, budget: int, plan: MicroPlan
+) -> RoundEconomics | None:
+    """The economics of applying `plan` now (None when it changes nothing)."""
+    first = plan.first_seq
+    if first is None:
+        return None
+    return micro_economics(
+        given.snapshot,
+        config,
+        first_seq=first,
+        freed=plan.estimated_saved_tokens,
+        view_tokens_now=given.view_tokens,
+        budget_tokens=budget,
+        stored_tokens=given.stored_tokens,
+    )
+
+
+def _with_economics(result: CompactResult, economics: RoundEconomics) -> CompactResult:
+    payback = economics.payback_calls
+    return msgspec.structs.replace(
+        result,
+        invalidated_tokens=economics.invalidated_tokens,
+        expected_calls=round(economics.expected_calls, 2),
+        payback_calls=None if math.isinf(payback) else round(payback, 2),
+    )
 
 
 def run_compact(store: EventStore, given: RoundInput, options: RoundOptions) -> RoundOutcome:
@@ -288,24 +352,38 @@ def _full(
     """The full step of a round (see the module docstring)."""
     config, budget = run.config, run.budget
     micro_done = result.compacted_count > 0
-    prepared = _prepare(run, snapshot, aggressive=False)
+    floor = None
+    if config.emergency_path:
+        # Fewer recent steps are kept when they alone would leave the view over the target.
+        room = config.target_tokens(budget) - config.summary_allowance(budget)
+        floor = emergency_floor(snapshot, config, room, system_tokens=run.given.system_tokens)
+    prepared = _prepare(run, snapshot, aggressive=False, floor_seq=floor)
     if prepared is None:
         return _no_full(
             run, snapshot, result, written, "nothing older than the kept window can be summarized"
+        )
+    within = result.tokens_after <= budget
+    if config.emergency_path and within and not run.options.force and _too_small(run, prepared):
+        return _no_full(
+            run, snapshot, result, written, "what is older than the kept window is smaller than its summary"
         )
     text = (yield from attempts(prepared.request)).text if run.use_model else None
     now = run.deps.now()
     summary_id = run.deps.new_id()
     checkpoint, fallback = checkpoint_from(prepared, text, now)
+    asked = _request_tokens(run, prepared.request)
+    answered = _checkpoint_tokens(run, checkpoint)
     model_failed = run.use_model and fallback
     body = _summary(run, prepared, checkpoint, summary_id, now, reinject=True)
     tokens_after = result.tokens_after - prepared.cut.summarized_tokens + sum(body.tokens)
     if tokens_after > budget:
-        aggressive = _prepare(run, snapshot, aggressive=True)
+        aggressive = _prepare(run, snapshot, aggressive=True, floor_seq=floor)
         if aggressive is not None and len(aggressive.cut.summarize) > len(prepared.cut.summarize):
             aggressive = building_on(aggressive, prepared, checkpoint)
             text = (yield from attempts(aggressive.request)).text if run.use_model else None
             checkpoint, again = checkpoint_from(aggressive, text, now)
+            asked += _request_tokens(run, aggressive.request)
+            answered += _checkpoint_tokens(run, checkpoint)
             fallback, model_failed = fallback or again, model_failed or (run.use_model and again)
             prepared = aggressive
             body = _summary(run, prepared, checkpoint, summary_id, now, reinject=True)
@@ -318,8 +396,31 @@ def _full(
         checkpoint = fit(checkpoint, int(len(to_markdown(checkpoint)) * room / sum(body.tokens)))
         body = _summary(run, prepared, checkpoint, summary_id, now, reinject=False)
     tokens_after = rest + sum(body.tokens)
+    # The summarizer was asked all the same: what it cost stays on the record.
+    spent = msgspec.structs.replace(result, summary_input_tokens=asked, summary_output_tokens=answered)
     if tokens_after >= result.tokens_after:
-        return _no_full(run, snapshot, result, written, "the summary would not make the view smaller")
+        return _no_full(run, snapshot, spent, written, "the summary would not make the view smaller")
+    if config.emergency_path and tokens_after > budget and not run.options.force:
+        # A checkpoint that leaves the view over budget breaks the cache for nothing: not written
+        # (unless the caller forced the round: then they asked for the checkpoint itself).
+        return _no_full(run, snapshot, spent, written, "the summary would leave the view over budget")
+    first = min(
+        (seq for seq in prepared.cut.summarize if snapshot.entries[seq].message.kind != "summary"),
+        default=prepared.cut.next_seq,
+    )
+    economics = round_economics(
+        result.tokens_after - tokens_after,
+        invalidated_tokens(snapshot, first),
+        expected_calls(
+            snapshot,
+            config,
+            budget_tokens=budget,
+            view_after=tokens_after,
+            stored_tokens=run.given.stored_tokens,
+        ),
+        config.cache_pricing,
+        summary_cost=config.cache_pricing.summary_cost(asked, answered),
+    )
     result = msgspec.structs.replace(
         result,
         outcome="full_applied",
@@ -333,8 +434,13 @@ def _full(
         split_turn=prepared.cut.split_turn,
         checkpoint=checkpoint,
         failed=model_failed,
+        summary_input_tokens=asked,
+        summary_output_tokens=answered,
+        kept_steps=_steps_in(snapshot, prepared.cut.kept),
     )
-    result = _irreducible(snapshot, config, budget, result)
+    result = _with_economics(result, economics)
+    after = _without(snapshot, prepared.cut.summarize)
+    result = _irreducible(after, config, budget, result, run.given.system_tokens)
     result = run.breaker.finished(manual=run.options.manual, failed=model_failed, config=config).stamp(result)
     step = commit(
         run.store,
@@ -346,15 +452,61 @@ def _full(
     return RoundOutcome(_recorded(result, step), (*written, step))
 
 
-def _prepare(run: _Round, snapshot: TranscriptSnapshot, *, aggressive: bool) -> PreparedFull | None:
+def _too_small(run: _Round, prepared: PreparedFull) -> bool:
+    """Whether the history a full step would replace is no larger than the summary the local summarizer
+    makes of it (a model's is no cheaper to ask for): then asking for one is futile."""
+    local = LocalSummarizer().checkpoint(prepared.request)
+    body = summary_message(prepared, local, (), message_id="estimate", now=run.deps.now())
+    return prepared.cut.summarized_tokens <= run.deps.counter.count(body.text)
+
+
+def _request_tokens(run: _Round, request: SummaryRequest) -> int:
+    """The input of one summarizer request, as a text model would be sent it."""
+    count = run.deps.counter.count
+    return count(request.system_prompt) + count(prompt_text(request))
+
+
+def _checkpoint_tokens(run: _Round, checkpoint: Checkpoint) -> int:
+    """The output of one summarizer request, as if a model had answered with this checkpoint (the
+    sections it is asked for; the metadata is the round's, not the model's)."""
+    answer = msgspec.structs.replace(checkpoint, generated_at=None, source_item_count=0, split_turn=False)
+    return run.deps.counter.count(to_json(answer))
+
+
+def _prepare(
+    run: _Round, snapshot: TranscriptSnapshot, *, aggressive: bool, floor_seq: int | None
+) -> PreparedFull | None:
+    config = run.config
+    system = run.given.system_tokens
+    if system is None:
+        system = sum(view_tokens(e) for e in snapshot.entries if e.message.role == "system")
     return prepare_full(
         snapshot,
-        run.config,
+        config,
         previous=run.given.checkpoint,
         budget_tokens=run.budget,
         force=run.options.force,
         aggressive=aggressive,
+        keep_tokens=config.kept_tokens(run.budget, system),
+        floor_seq=floor_seq,
+        shown=lambda entry: shown_message(entry, run.given.caps),
     )
+
+
+def _without(snapshot: TranscriptSnapshot, excluded: tuple[int, ...]) -> TranscriptSnapshot:
+    """The snapshot with these entries excluded, as the full step leaves it (its summary aside)."""
+    entries = list(snapshot.entries)
+    for seq in excluded:
+        entry = entries[seq]
+        entries[seq] = msgspec.structs.replace(
+            entry, flags=msgspec.structs.replace(entry.flags, excluded=True)
+        )
+    return msgspec.structs.replace(snapshot, entries=tuple(entries))
+
+
+def _steps_in(snapshot: TranscriptSnapshot, kept: tuple[int, ...]) -> int:
+    """How many steps (assistant messages) the kept window holds."""
+    return sum(1 for seq in kept if snapshot.entries[seq].message.role == "assistant")
 
 
 def _summary(
@@ -379,7 +531,7 @@ def _no_full(
     failed = not micro_done and result.tokens_before / run.budget >= run.config.auto_compact_threshold
     outcome = "micro_applied_then_full_failed" if micro_done else "full_failed"
     result = msgspec.structs.replace(result, outcome=outcome, reason=reason)
-    result = _irreducible(snapshot, run.config, run.budget, result)
+    result = _irreducible(snapshot, run.config, run.budget, result, run.given.system_tokens)
     final = run.breaker.finished(manual=run.options.manual, failed=failed, config=run.config).stamp(result)
     step = commit(run.store, snapshot.session_id, snapshot.version, [CompactionRecorded(result=final)])
     return RoundOutcome(_recorded(final, step), (*written, step))
@@ -391,17 +543,24 @@ def _strategy(prepared: PreparedFull) -> Strategy:
 
 
 def _irreducible(
-    snapshot: TranscriptSnapshot, config: CompactConfig, budget: int, result: CompactResult
+    snapshot: TranscriptSnapshot,
+    config: CompactConfig,
+    budget: int,
+    result: CompactResult,
+    system_tokens: int | None,
 ) -> CompactResult:
-    """The result, saying `over_budget_irreducible` when what no round can reduce exceeds the budget."""
+    """The result, saying `over_budget_irreducible` when what no round can reduce exceeds the budget:
+    with the emergency path, the newest step and the system messages; else the kept recent steps."""
     if result.tokens_after <= budget:
         return result
-    floor = irreducible_tokens(snapshot, config)
+    floor = irreducible_tokens(snapshot, config, system_tokens=system_tokens)
     if floor <= budget:
         return result
+    reason = (
+        "the system messages and the newest step alone exceed the budget"
+        if config.emergency_path
+        else "system messages, the kept recent steps and pending calls alone exceed the budget"
+    )
     return msgspec.structs.replace(
-        result,
-        outcome="over_budget_irreducible",
-        irreducible_tokens=floor,
-        reason="system messages, the kept recent steps and pending calls alone exceed the budget",
+        result, outcome="over_budget_irreducible", irreducible_tokens=floor, reason=reason
     )

@@ -14,6 +14,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from planner.economics import PRICING_PRESETS, CachePricing, PricingName
 from transcript.model.errors import InvalidArgument
 
 DEFAULT_PROTECTED_TOOLS: Final = ("Agent", "Task", "AskUserQuestion", "goal", "TodoWrite")
@@ -27,9 +28,9 @@ def _check_types(config: msgspec.Struct) -> None:
         try:
             converted = msgspec.convert(value, field.type)
         except msgspec.ValidationError as exc:
-            raise InvalidArgument(f"{field.name}={value!r}: {exc}") from None
+            raise InvalidConfig(f"{field.name}={value!r}: {exc}") from None
         if isinstance(converted, float) and not math.isfinite(converted):
-            raise InvalidArgument(f"{field.name} must be a finite number, not {value!r}")
+            raise InvalidConfig(f"{field.name} must be a finite number, not {value!r}")
         if converted is not value:
             msgspec.structs.force_setattr(config, field.name, converted)
 
@@ -38,8 +39,22 @@ class ConfigWarning(UserWarning):
     """A config value was out of range or deprecated; the warning says what was used instead."""
 
 
+class InvalidConfig(InvalidArgument):
+    """A compaction setting has a value that cannot be used (wrong type, unknown name, negative)."""
+
+
 class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """When and how compaction runs (SPEC §6, §7). Build with `CompactConfig(...)` or `from_mapping`."""
+    """When and how compaction runs (SPEC §6, §7). Build with `CompactConfig(...)` or `from_mapping`.
+
+    The priced policy (the defaults): `pricing` names the prompt cache's prices (`anthropic`: a cached
+    input token costs 0.1, an uncached one 1.25; `openai`: 0.5 and 1; `none`: no cache), which
+    `cache_read_multiplier`/`cache_write_multiplier` override, and `summary_output_multiplier` prices a
+    summarizer's output. With `payback_gate`, a round below the full threshold runs only when what it
+    frees pays for the cache it invalidates. With `hysteresis`, a full round compacts to
+    `full_compact_target` of the budget. With `emergency_path`, kept recent steps that alone exceed
+    the budget are shortened, then fewer kept. `micro_observations` lets micro shorten observations
+    (tool output carried by user messages). `CompactConfig.previous()` is the previous release's policy.
+    """
 
     micro_compact_threshold: float = 0.75
     auto_compact_threshold: float = 0.95
@@ -56,10 +71,19 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     reinject_max_tokens: int = 4_000
     full_compact_enabled: bool = True
     smart_compact_enabled: bool = False
+    pricing: PricingName = "anthropic"
+    cache_read_multiplier: float | None = None
+    cache_write_multiplier: float | None = None
+    summary_output_multiplier: float = 5.0
+    payback_gate: bool = True
+    hysteresis: bool = True
+    full_compact_target: float = 0.3
+    emergency_path: bool = True
+    micro_observations: bool = True
 
     def __post_init__(self) -> None:
         _check_types(self)
-        for name in ("micro_compact_threshold", "auto_compact_threshold"):
+        for name in ("micro_compact_threshold", "auto_compact_threshold", "full_compact_target"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 clamped = min(1.0, max(0.0, value))
@@ -86,18 +110,60 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
             "reinject_max_tokens",
         ):
             if getattr(self, name) < 0:
-                raise InvalidArgument(f"{name} must not be negative")
+                raise InvalidConfig(f"{name} must not be negative")
+        self._check_pricing()
+
+    def _check_pricing(self) -> None:
+        if self.pricing not in PRICING_PRESETS:
+            raise InvalidConfig(
+                f"pricing must be one of {', '.join(sorted(PRICING_PRESETS))}, not {self.pricing!r}"
+            )
+        for name in ("cache_read_multiplier", "cache_write_multiplier", "summary_output_multiplier"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and value >= 0):
+                raise InvalidConfig(f"{name} must be a number not below 0, not {value!r}")
+        prices = self.cache_pricing
+        if prices.read > prices.write:
+            raise InvalidConfig(
+                f"a cached token cannot cost more than an uncached one (read {prices.read} > write "
+                f"{prices.write})"
+            )
+
+    @classmethod
+    def previous(cls, **settings: Any) -> CompactConfig:
+        """The policy of the previous release: no cache pricing, no payback gate, no hysteresis, no
+        emergency path, tool results only (`settings` override any field)."""
+        return cls(
+            **{
+                "pricing": "none",
+                "payback_gate": False,
+                "hysteresis": False,
+                "emergency_path": False,
+                "micro_observations": False,
+                **settings,
+            }
+        )
+
+    @property
+    def cache_pricing(self) -> CachePricing:
+        """The prices the payback rule uses: the preset, with any multiplier set explicitly."""
+        preset = CachePricing.preset(self.pricing, output=self.summary_output_multiplier)
+        return CachePricing(
+            read=preset.read if self.cache_read_multiplier is None else self.cache_read_multiplier,
+            write=preset.write if self.cache_write_multiplier is None else self.cache_write_multiplier,
+            output=self.summary_output_multiplier,
+        )
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> CompactConfig:
         """A config from plain data (e.g. parsed TOML/JSON), types checked; unknown keys are refused."""
         unknown = sorted(set(data) - set(cls.__struct_fields__))
         if unknown:
-            raise InvalidArgument(f"invalid compaction config: unknown setting {unknown[0]!r}")
+            raise InvalidConfig(f"invalid compaction config: unknown setting {unknown[0]!r}")
         try:
             return msgspec.convert(dict(data), type=cls)
         except msgspec.ValidationError as exc:
-            raise InvalidArgument(f"invalid compaction config: {exc}") from exc
+            raise InvalidConfig(f"invalid compaction config: {exc}") from exc
 
     def is_protected(self, tool_name: str | None) -> bool:
         """Whether micro compaction keeps this tool's inputs and outputs whole (case-insensitive)."""
@@ -107,9 +173,26 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
         """The protected tool names, case-folded."""
         return frozenset(name.casefold() for name in self.micro_excluded_tools)
 
-    def kept_tokens(self, budget_tokens: int) -> int:
-        """How much recent history full compaction keeps verbatim under this budget."""
-        return min(self.keep_recent_tokens, budget_tokens // 2)
+    def kept_tokens(self, budget_tokens: int, system_tokens: int = 0) -> int:
+        """How much recent history full compaction keeps verbatim under this budget.
+
+        With hysteresis, the kept window, the system messages and the summary together aim at the
+        full target, so the next full round is many calls away.
+        """
+        if not self.hysteresis:
+            return min(self.keep_recent_tokens, budget_tokens // 2)
+        room = self.target_tokens(budget_tokens) - system_tokens - self.summary_allowance(budget_tokens)
+        return max(0, min(self.keep_recent_tokens, room))
+
+    def summary_allowance(self, budget_tokens: int) -> int:
+        """Room a full round leaves for its summary when it sizes the kept window."""
+        return self.summary_tokens(budget_tokens) // 2
+
+    def target_tokens(self, budget_tokens: int) -> int:
+        """Where a round that defends the budget aims: the full target with hysteresis, else the budget."""
+        if not self.hysteresis:
+            return budget_tokens
+        return int(budget_tokens * self.full_compact_target)
 
     def summary_tokens(self, budget_tokens: int) -> int:
         """The largest checkpoint a summary may hold under this budget."""
@@ -124,4 +207,5 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
             self.micro_field_threshold_chars,
             self.micro_field_keep_head_chars,
             self.micro_field_keep_tail_chars,
+            self.micro_observations,
         )

@@ -15,6 +15,7 @@ import msgspec
 
 from planner.config import CompactConfig
 from planner.micro import stale_boundary
+from planner.observations import is_observation
 from transcript.model.order import canonical_order
 from transcript.model.snapshot import Entry, TranscriptSnapshot
 
@@ -45,11 +46,20 @@ def view_tokens(entry: Entry) -> int:
 
 
 def plan_cut(
-    snapshot: TranscriptSnapshot, config: CompactConfig, *, keep_recent_tokens: int, force: bool = False
+    snapshot: TranscriptSnapshot,
+    config: CompactConfig,
+    *,
+    keep_recent_tokens: int,
+    force: bool = False,
+    floor_seq: int | None = None,
 ) -> CutPlan | None:
-    """Where to cut, or None when nothing older than the kept window can be summarized."""
+    """Where to cut, or None when nothing older than the kept window can be summarized.
+
+    `floor_seq` is the first `seq` always kept (default: the kept recent steps, `stale_boundary`).
+    """
     visible = canonical_order(snapshot.entries)
-    floor_seq = stale_boundary(snapshot, config)
+    if floor_seq is None:
+        floor_seq = stale_boundary(snapshot, config)
     cut = _cut_index(visible, floor_seq, keep_recent_tokens)
     if force and not _has_history(visible, cut):
         starts = [i for i, entry in enumerate(visible) if entry.message.role == "assistant"]
@@ -105,21 +115,59 @@ def _has_history(visible: list[Entry], cut: int) -> bool:
 
 
 def _turn_start(visible: list[Entry], cut: int) -> int:
-    """The index of the user message that opens the turn group the cut falls in (0 when none)."""
+    """The index of the user message that opens the turn group the cut falls in (0 when none); an
+    observation (tool output carried by a user message) opens none."""
     for index in range(min(cut, len(visible) - 1), -1, -1):
         message = visible[index].message
         if message.role == "user" and message.kind == "message":
-            return index
+            previous = visible[index - 1].message if index else None
+            if not is_observation(message, previous):
+                return index
     return 0
 
 
-def irreducible_tokens(snapshot: TranscriptSnapshot, config: CompactConfig) -> int:
-    """Tokens no round can reduce: system messages, the kept recent steps (pending calls among them)."""
-    boundary = stale_boundary(snapshot, config)
-    total = 0
-    for entry in snapshot.entries:
-        if entry.flags.excluded or entry.message.kind == "summary":
-            continue
-        if entry.seq >= boundary or entry.message.role == "system":
-            total += entry.token_count
-    return total
+def irreducible_tokens(
+    snapshot: TranscriptSnapshot, config: CompactConfig, *, system_tokens: int | None = None
+) -> int:
+    """Tokens no round can reduce: system messages and the kept recent steps (pending calls among
+    them). With the emergency path, the kept steps can be shortened or fewer kept: then only the
+    newest step (and what follows it) is irreducible. `system_tokens`, when the caller keeps that
+    sum, spares a pass over the whole session."""
+    if config.emergency_path:
+        return floor_tokens(snapshot, newest_step_start(snapshot), system_tokens=system_tokens)
+    return floor_tokens(snapshot, stale_boundary(snapshot, config), system_tokens=system_tokens)
+
+
+def floor_tokens(snapshot: TranscriptSnapshot, boundary: int, *, system_tokens: int | None = None) -> int:
+    """View tokens of the system messages and of every other message from `boundary` on (summaries
+    left out). With `system_tokens` given, only the messages from `boundary` on are read."""
+    entries = snapshot.entries
+    if system_tokens is None:
+        system_tokens = sum(view_tokens(e) for e in entries if _counts(e) and e.message.role == "system")
+    return system_tokens + sum(
+        view_tokens(e) for e in entries[boundary:] if _counts(e) and e.message.role != "system"
+    )
+
+
+def _counts(entry: Entry) -> bool:
+    return not entry.flags.excluded and entry.message.kind != "summary"
+
+
+def newest_step_start(snapshot: TranscriptSnapshot) -> int:
+    """The `seq` of the newest step's assistant message (0 before the first step: all is kept)."""
+    return snapshot.step_starts[-1] if snapshot.step_starts else 0
+
+
+def emergency_floor(
+    snapshot: TranscriptSnapshot, config: CompactConfig, room: int, *, system_tokens: int | None = None
+) -> int:
+    """The first `seq` a full step keeps on the emergency path: the most recent steps, as many as fit
+    `room` with the system messages (at most `micro_compact_stale_steps`), never fewer than the newest."""
+    starts = snapshot.step_starts
+    if not starts:
+        return 0
+    keep = min(max(config.micro_compact_stale_steps, 1), len(starts))
+    for count in range(keep, 1, -1):
+        if floor_tokens(snapshot, starts[-count], system_tokens=system_tokens) <= room:
+            return starts[-count]
+    return starts[-1]

@@ -20,7 +20,7 @@ from planner.cut import CutPlan, plan_cut
 from planner.summary import SYSTEM_PROMPT, LocalSummarizer, SummaryRequest, clip, latest_goal, serialize
 from transcript.model.checkpoint import Checkpoint, CheckpointParseError, parse_checkpoint, to_markdown
 from transcript.model.message import Message, TextPart
-from transcript.model.snapshot import TranscriptSnapshot
+from transcript.model.snapshot import Entry, TranscriptSnapshot
 
 CONTINUATION_HINT: Final = (
     "[This session continues earlier work. Its older history was compacted into the checkpoint below to "
@@ -28,6 +28,8 @@ CONTINUATION_HINT: Final = (
     "that follow it.]"
 )
 REINJECT_HEADING: Final = "## Current content of recently read files"
+# How much of the message that opened a split turn the request repeats (the rest is among its items).
+TURN_OPENING_CHARS: Final = 300
 # The list sections `fit` drops items from, oldest first, when a checkpoint is too large.
 _FIT_SECTIONS: Final = (
     "process_snapshots",
@@ -63,14 +65,25 @@ def prepare_full(
     budget_tokens: int,
     force: bool,
     aggressive: bool,
+    keep_tokens: int | None = None,
+    floor_seq: int | None = None,
+    shown: Callable[[Entry], Message] | None = None,
 ) -> PreparedFull | None:
-    """Plan a full step; None when nothing older than the kept window can be summarized."""
-    keep = 0 if aggressive else config.kept_tokens(budget_tokens)
-    cut = plan_cut(snapshot, config, keep_recent_tokens=keep, force=force)
+    """Plan a full step; None when nothing older than the kept window can be summarized.
+
+    The kept window holds `keep_tokens` (default `config.kept_tokens`; none when aggressive) and
+    always everything from `floor_seq` on (default: the kept recent steps). `shown` gives a message as
+    the model's view shows it (the caller renders; the planner does not): the summarizer is asked
+    about what the model saw, shortened results shortened. Without it, the stored bodies.
+    """
+    keep = config.kept_tokens(budget_tokens) if keep_tokens is None else keep_tokens
+    if aggressive:
+        keep = 0
+    cut = plan_cut(snapshot, config, keep_recent_tokens=keep, force=force, floor_seq=floor_seq)
     if cut is None:
         return None
     by_seq = snapshot.entries
-    summarized = [by_seq[seq].message for seq in cut.summarize]
+    summarized = [by_seq[seq].message if shown is None else shown(by_seq[seq]) for seq in cut.summarize]
     prefix = [by_seq[seq].message for seq in cut.turn_prefix]
     max_tokens = config.summary_tokens(budget_tokens) // (2 if aggressive else 1)
     request = SummaryRequest(
@@ -79,7 +92,9 @@ def prepare_full(
         messages=tuple(m for m in summarized if m.kind != "summary"),
         previous_checkpoint=previous,
         max_output_tokens=max_tokens,
-        turn_prefix="\n\n".join(serialize(m) for m in prefix),
+        # The turn's messages before the cut are the end of `items`: naming its opening message is
+        # enough (repeating them all doubled what a summarizer is sent).
+        turn_prefix=clip(serialize(prefix[0]), TURN_OPENING_CHARS) if prefix else "",
         goal_hint=latest_goal([entry.message for entry in snapshot.entries]),
     )
     return PreparedFull(

@@ -2,8 +2,14 @@
 
 A tool result is a candidate when it is older than the last `micro_compact_stale_steps` steps (or
 turn groups), is not an error, belongs to no protected tool, and is longer than the threshold
-(strictly, in code points); media items of old results become placeholders. Tool *inputs* are never
-touched: a model that sees a placeholder in an old call may copy it into a new one.
+(strictly, in code points); media items of old results become placeholders. An observation — a
+user-role message that carries tool or environment output (`planner.observations`) — is shortened
+like a tool result (its text parts; `micro_observations`). Tool *inputs* are never touched: a model
+that sees a placeholder in an old call may copy it into a new one; nor is reasoning.
+
+`plan_emergency` is the emergency path's part: when the kept recent steps alone are too large, it
+proposes the same shortening inside them — oldest first, never the newest step — until enough is
+freed.
 
 Planning is incremental: with `skip_existing_truncated`, messages already truncated are skipped, and
 the caller may pass `since` — the `scanned_to` of the last applied plan under the same config — so a
@@ -18,6 +24,7 @@ from collections.abc import Iterator
 import msgspec
 
 from planner.config import CompactConfig
+from planner.observations import is_observation
 from transcript.model import (
     PLACEHOLDER,
     TRUNCATE,
@@ -51,6 +58,21 @@ class MicroPlan(msgspec.Struct, frozen=True, kw_only=True):
     scanned_to: int
     examined: int
     positions: tuple[tuple[str, int], ...] = ()
+
+    def extended(self, other: MicroPlan) -> MicroPlan:
+        """This plan with another's entries after its own (same session version, this plan's cursor)."""
+        return msgspec.structs.replace(
+            self,
+            entries=self.entries + other.entries,
+            estimated_saved_tokens=self.estimated_saved_tokens + other.estimated_saved_tokens,
+            examined=self.examined + other.examined,
+            positions=self.positions + other.positions,
+        )
+
+    @property
+    def first_seq(self) -> int | None:
+        """The `seq` of the oldest message the plan changes (None when it changes nothing)."""
+        return min((seq for _, seq in self.positions), default=None)
 
     @property
     def message_ids(self) -> tuple[str, ...]:
@@ -96,21 +118,13 @@ def plan_micro(
     examined = 0
     for entry in snapshot.entries[start:boundary]:
         examined += 1
-        if entry.message.role != "tool" or entry.flags.excluded:
-            continue
         if skip_existing_truncated and entry.flags.truncated:
             continue
-        for index, part in enumerate(entry.message.parts):
-            if not isinstance(part, ToolResult) or part.is_error:
-                continue
-            name = _tool_name(snapshot, entry, part)
-            if name is not None and name.casefold() in protected:
-                continue
-            for proposed, estimate in _part_entries(entry, index, part, config):
-                if not positions or positions[-1][0] != entry.message.id:
-                    positions.append((entry.message.id, entry.seq))
-                entries.append(proposed)
-                saved += estimate
+        for proposed, estimate in _candidates(snapshot, entry, config, protected):
+            if not positions or positions[-1][0] != entry.message.id:
+                positions.append((entry.message.id, entry.seq))
+            entries.append(proposed)
+            saved += estimate
     return MicroPlan(
         session_id=snapshot.session_id,
         version=snapshot.version,
@@ -120,6 +134,67 @@ def plan_micro(
         examined=examined,
         positions=tuple(positions),
     )
+
+
+def plan_emergency(snapshot: TranscriptSnapshot, config: CompactConfig, *, need: int) -> MicroPlan:
+    """Shortening inside the kept recent steps, oldest first, until about `need` tokens are freed.
+
+    The same candidates as `plan_micro` (never tool inputs, protected tools, errors or reasoning),
+    taken from the kept steps but never from the newest step, which stays whole. Whole messages
+    are taken, so a plan may free a little more than `need`.
+    """
+    boundary = stale_boundary(snapshot, config)
+    newest = snapshot.step_starts[-1] if snapshot.step_starts else len(snapshot.entries)
+    protected = config.protected_names()
+    entries: list[DirectiveEntry] = []
+    positions: list[tuple[str, int]] = []
+    saved = examined = 0
+    for entry in snapshot.entries[boundary:newest]:
+        if saved >= need:
+            break
+        examined += 1
+        if entry.flags.truncated:
+            continue
+        for proposed, estimate in _candidates(snapshot, entry, config, protected):
+            if not positions or positions[-1][0] != entry.message.id:
+                positions.append((entry.message.id, entry.seq))
+            entries.append(proposed)
+            saved += estimate
+    return MicroPlan(
+        session_id=snapshot.session_id,
+        version=snapshot.version,
+        entries=tuple(entries),
+        estimated_saved_tokens=saved,
+        scanned_to=boundary,
+        examined=examined,
+        positions=tuple(positions),
+    )
+
+
+def _candidates(
+    snapshot: TranscriptSnapshot, entry: Entry, config: CompactConfig, protected: frozenset[str]
+) -> Iterator[tuple[DirectiveEntry, int]]:
+    """The directive entries micro compaction may propose for one message, with their savings."""
+    message = entry.message
+    if entry.flags.excluded:
+        return
+    if message.role == "tool":
+        for index, part in enumerate(message.parts):
+            if not isinstance(part, ToolResult) or part.is_error:
+                continue
+            name = _tool_name(snapshot, entry, part)
+            if name is not None and name.casefold() in protected:
+                continue
+            yield from _part_entries(entry, index, part, config)
+    elif message.role == "user" and config.micro_observations:
+        previous = snapshot.entries[entry.seq - 1].message if entry.seq > 0 else None
+        if not is_observation(message, previous):
+            return
+        threshold = config.micro_field_threshold_chars
+        for index, part in enumerate(message.parts):
+            if isinstance(part, TextPart) and len(part.text) > threshold:
+                tokens = entry.tokens[index] if index < len(entry.tokens) else 0
+                yield _truncation(entry, index, None, len(part.text), tokens, config)
 
 
 def _part_entries(

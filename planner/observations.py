@@ -35,7 +35,11 @@ def is_observation(message: Message, previous: Message | None) -> bool:
     metadata = message.metadata or {}
     if metadata.get("observation") or "orphan_result" in metadata:
         return True
-    acted = previous is not None and previous.role == "assistant" and not previous.tool_calls
-    if acted and previous is not None and (previous.metadata or {}).get("action"):
+    if (
+        previous is not None
+        and previous.role == "assistant"
+        and not previous.tool_calls
+        and (previous.metadata or {}).get("action")
+    ):
         return True
     return message.text.lstrip().startswith(OUTPUT_WRAPPERS)

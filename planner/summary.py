@@ -15,12 +15,14 @@ from typing import Final, Protocol
 
 import msgspec
 
+from planner.observations import is_observation
 from transcript.model import Message, TextPart, ToolCall, ToolResult
 from transcript.model.checkpoint import CHECKPOINT_JSON_SCHEMA_HINT, Checkpoint, merge, to_json
 from transcript.model.errors import PromptTooLong
 
 ITEM_CLIP_CHARS: Final = 2_000
 ARGUMENT_CLIP_CHARS: Final = 500
+GOAL_CLIP_CHARS: Final = 1_000
 SYSTEM_PROMPT: Final = (
     "You maintain the checkpoint of a long coding-agent session whose older history is being "
     "replaced by a summary. Read the conversation (and the previous checkpoint, if any) and return the "
@@ -37,6 +39,10 @@ _APPROVAL: Final = re.compile(
     r"denied|rejected|not allowed|permission|doesn't want to proceed|user declined", re.IGNORECASE
 )
 _PATH_KEYS: Final = ("file_path", "path", "filename", "notebook_path")
+# The notes the local summarizer writes itself; a later checkpoint replaces them instead of adding more.
+_SPLIT_NOTE: Final = "the current turn continues past this checkpoint; it began: "
+_FILES_NOTE: Final = "files touched: "
+_MAX_FILES: Final = 20
 
 
 def is_prompt_too_long(error: BaseException) -> bool:
@@ -47,8 +53,9 @@ def is_prompt_too_long(error: BaseException) -> bool:
 class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     """What a summarizer is asked: the serialized conversation, the previous checkpoint, a size limit.
 
-    `items` is the conversation one serialized message per item (`conversation` joins them); the
-    split-turn prefix, when the cut fell inside a turn, is in `turn_prefix`. `messages` are the
+    `items` is the conversation one serialized message per item (`conversation` joins them); when the
+    cut fell inside a turn, `turn_prefix` is the message that opened that turn (the turn's part before
+    the cut is the end of `items`). `messages` are the
     original messages, for summarizers that work on structure rather than text.
     """
 
@@ -85,11 +92,15 @@ def prompt_text(request: SummaryRequest) -> str:
         sections.append(
             f"Previous checkpoint (update it with what follows):\n{to_json(request.previous_checkpoint)}"
         )
-    if request.goal_hint:
+    previous_goal = request.previous_checkpoint.goal if request.previous_checkpoint is not None else ""
+    hint = request.goal_hint.strip()
+    if hint and previous_goal.strip() not in (hint, clip(hint, GOAL_CLIP_CHARS)):
+        # Said once: a goal the previous checkpoint already holds is not repeated.
         sections.append(f"The user's latest goal: {clip(request.goal_hint, ITEM_CLIP_CHARS)}")
     if request.turn_prefix:
         sections.append(
-            f"The current turn began before the cut (it is work in progress):\n{request.turn_prefix}"
+            "The current turn began before the cut (it is work in progress; its part before the cut ends "
+            f"the conversation below). It began with:\n{request.turn_prefix}"
         )
     sections.append(f"Conversation to summarize, oldest first:\n{request.conversation}")
     return "\n\n".join(sections)
@@ -120,9 +131,13 @@ def serialize(message: Message) -> str:
 
 
 def latest_goal(messages: Sequence[Message]) -> str:
-    """The text of the latest real user message (never a summary or expanded command text)."""
-    for message in reversed(messages):
-        if message.role == "user" and message.kind == "message" and message.text.strip():
+    """The text of the latest real user message (never a summary, expanded command text or an
+    observation: tool or environment output carried by a user message)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role != "user" or message.kind != "message" or not message.text.strip():
+            continue
+        if not is_observation(message, messages[index - 1] if index else None):
             return message.text.strip()
     return ""
 
@@ -139,21 +154,40 @@ class LocalSummarizer:
         self.item_chars = item_chars
 
     def checkpoint(self, request: SummaryRequest) -> Checkpoint:
-        """The checkpoint this summarizer would return, as a value."""
+        """The checkpoint this summarizer would return, as a value.
+
+        Merged into the previous checkpoint, its own notes are replaced, not repeated: the split-turn
+        note says where the current turn began now, and one list of touched files holds the earlier
+        files and the new ones (most recent last).
+        """
         messages = request.messages
         said = [m.text.strip().splitlines()[0] for m in messages if m.role == "assistant" and m.text.strip()]
         errors, approvals = self._errors(messages)
-        files = self._files(messages)
+        previous = request.previous_checkpoint
+        earlier: list[str] = []
+        if previous is not None:
+            earlier = [
+                name
+                for item in previous.critical_context
+                if item.startswith(_FILES_NOTE)
+                for name in item[len(_FILES_NOTE) :].split(", ")
+            ]
+            previous = msgspec.structs.replace(
+                previous,
+                in_progress=tuple(i for i in previous.in_progress if not i.startswith(_SPLIT_NOTE)),
+                critical_context=tuple(i for i in previous.critical_context if not i.startswith(_FILES_NOTE)),
+            )
+        files = list(dict.fromkeys(reversed([*earlier, *self._files(messages)])))[::-1]
         delta = Checkpoint(
-            goal=clip(request.goal_hint or latest_goal(messages), 1_000),
+            goal=clip(request.goal_hint or latest_goal(messages), GOAL_CLIP_CHARS),
             done=tuple(clip(item, self.item_chars) for item in said[-self.recent_items :]),
             in_progress=(self._split_turn(request),) if request.turn_prefix else (),
             blocked=tuple(approvals[-self.recent_items :]) + tuple(errors[-self.recent_items :]),
-            critical_context=(f"files touched: {', '.join(files[-20:])}",) if files else (),
+            critical_context=(f"{_FILES_NOTE}{', '.join(files[-_MAX_FILES:])}",) if files else (),
             source_item_count=len(messages),
         )
-        if request.previous_checkpoint is not None:
-            return merge(request.previous_checkpoint, delta)
+        if previous is not None:
+            return merge(previous, delta)
         return delta
 
     def __call__(self, request: SummaryRequest, /) -> str:
@@ -161,7 +195,7 @@ class LocalSummarizer:
 
     def _split_turn(self, request: SummaryRequest) -> str:
         first = request.turn_prefix.strip().splitlines()[0] if request.turn_prefix.strip() else ""
-        return f"the current turn continues past this checkpoint; it began: {clip(first, self.item_chars)}"
+        return f"{_SPLIT_NOTE}{clip(first, self.item_chars)}"
 
     def _errors(self, messages: Sequence[Message]) -> tuple[list[str], list[str]]:
         errors: list[str] = []

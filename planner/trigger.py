@@ -3,6 +3,11 @@
 Below `micro_compact_threshold` of the budget nothing happens (and no counter moves). Above it, micro
 compaction runs; it is *enough* when its projected use falls below that threshold. Otherwise, at or
 above `auto_compact_threshold`, full compaction is added. A forced round goes straight to full.
+
+With the payback gate on, a micro round below the full threshold runs only when it pays back under
+the configured cache prices (`planner.economics`): the budget is not at stake there, so a round that
+would cost more in broken cache than it saves waits until it frees enough. At or above the full
+threshold the budget is defended first.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from typing import Literal, TypeAlias
 import msgspec
 
 from planner.config import CompactConfig
+from planner.economics import RoundEconomics
 from transcript.model.errors import InvalidArgument
 
 ActionKind: TypeAlias = Literal["none", "micro", "micro_then_full", "full"]
@@ -42,8 +48,15 @@ def determine_compact_action(
     *,
     micro_savings: int = 0,
     force: bool = False,
+    economics: RoundEconomics | None = None,
+    floor_over_budget: bool = False,
 ) -> CompactAction:
-    """Decide a round: `view_tokens` now, what micro would save, against the budget."""
+    """Decide a round: `view_tokens` now, what micro would save, against the budget.
+
+    `economics` are those of the micro round; with `config.payback_gate` they decide a round below
+    the full threshold — and above it when `floor_over_budget` says the newest step alone exceeds the
+    budget, so no round can defend it.
+    """
     check_budget(budget_tokens)
     use = view_tokens / budget_tokens
     projected = max(0, view_tokens - micro_savings) / budget_tokens
@@ -51,15 +64,48 @@ def determine_compact_action(
         return CompactAction(kind="full", reason="forced", use=use, projected_use=projected)
     if use < config.micro_compact_threshold:
         return CompactAction(kind="none", reason="below the micro threshold", use=use, projected_use=use)
-    if projected < config.micro_compact_threshold:
+    defended = use >= config.auto_compact_threshold and not floor_over_budget
+    gated = config.payback_gate and economics is not None and not defended
+    if gated and economics is not None and not economics.pays_back:
+        return CompactAction(
+            kind="none",
+            reason=f"micro would not pay back: {_payback(economics)}",
+            use=use,
+            projected_use=use,
+        )
+    # Micro alone is enough when it takes the view under the micro threshold; with the payback gate
+    # also when it keeps the view under the full threshold and pays for its cache break (else a full
+    # round, due soon anyway, is the cheaper defence).
+    paying = config.payback_gate and economics is not None and economics.pays_back
+    enough = config.auto_compact_threshold if paying else config.micro_compact_threshold
+    if projected < enough:
         return CompactAction(
             kind="micro", reason="micro compaction is enough", use=use, projected_use=projected
+        )
+    if floor_over_budget:
+        return CompactAction(
+            kind="micro",
+            reason="the newest step alone exceeds the budget: micro only",
+            use=use,
+            projected_use=projected,
         )
     if use >= config.auto_compact_threshold:
         kind: ActionKind = "micro_then_full" if micro_savings > 0 else "full"
         return CompactAction(
             kind=kind, reason="micro alone reclaims too little", use=use, projected_use=projected
         )
-    return CompactAction(
-        kind="micro", reason="below the full threshold: micro only", use=use, projected_use=projected
+    reason = (
+        f"below the full threshold: micro pays back ({_payback(economics)})"
+        if gated and economics
+        else ("below the full threshold: micro only")
+    )
+    return CompactAction(kind="micro", reason=reason, use=use, projected_use=projected)
+
+
+def _payback(economics: RoundEconomics) -> str:
+    calls = economics.payback_calls
+    needed = "never" if calls == float("inf") else f"after {calls:.1f} calls"
+    return (
+        f"frees {economics.freed_tokens:,} tokens, invalidates {economics.invalidated_tokens:,} cached; "
+        f"{needed}, {economics.expected_calls:.1f} expected"
     )

@@ -12,8 +12,8 @@ from typing import Final, TypeAlias
 
 import msgspec
 
-from projection.render import PROJECTION_POLICY_VERSION, known_versions
-from transcript.model import DirectiveEntry, Entry, ProjectionDirective
+from projection.render import PROJECTION_POLICY_VERSION, known_versions, policy_for
+from transcript.model import DirectiveEntry, Entry, Message, ProjectionDirective
 
 DIRECTIVE_VERSION_MISMATCH: Final = "DIRECTIVE_VERSION_MISMATCH"
 DIRECTIVE_ID_MISMATCH: Final = "DIRECTIVE_ID_MISMATCH"
@@ -89,13 +89,24 @@ def plan_from_persisted_directives(entries: Sequence[Entry]) -> PersistedPlan:
 
 
 def group_directives(
-    entries: Sequence[DirectiveEntry], policy_version: int = PROJECTION_POLICY_VERSION
+    entries: Sequence[DirectiveEntry],
+    policy_version: int = PROJECTION_POLICY_VERSION,
+    *,
+    messages: Mapping[str, Message] | None = None,
 ) -> dict[str, ProjectionDirective]:
-    """One directive per message from plan entries, keeping their order."""
+    """One directive per message from plan entries, keeping their order.
+
+    With `messages` (by id), each directive gets the policy its entries need (`policy_for`).
+    """
     grouped: dict[str, list[DirectiveEntry]] = {}
     for entry in entries:
         grouped.setdefault(entry.message_id, []).append(entry)
     return {
-        message_id: ProjectionDirective(policy_version=policy_version, entries=tuple(items))
+        message_id: ProjectionDirective(
+            policy_version=policy_version
+            if messages is None or message_id not in messages
+            else policy_for(messages[message_id], items),
+            entries=tuple(items),
+        )
         for message_id, items in grouped.items()
     }

@@ -2,13 +2,17 @@
 
 Renderers are registered per policy version. A directive of any released version renders exactly as
 it did when it was written — its numbers are frozen in it and its renderer is never changed, only
-added to — so upgrading never silently changes a stored view. Token counts of a rendered message
-come from stored counts and the counts frozen in its directive; nothing is tokenized here.
+added to — so upgrading never silently changes a stored view. Policy 1 shortens tool results (and
+their media items); policy 2 renders those exactly as policy 1 does and also shortens the text parts
+of a message (observations: tool or environment output carried by a user message), with the same
+marker. A new directive uses policy 2 only when it shortens a text part (`policy_for`). Token counts
+of a rendered message come from stored counts and the counts frozen in its directive; nothing is
+tokenized here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final, TypeAlias
 
 import msgspec
@@ -32,6 +36,8 @@ from transcript.model import (
 )
 
 PROJECTION_POLICY_VERSION: Final = 1
+# The policy a directive needs when it shortens text parts (observations), not only tool results.
+TEXT_POLICY_VERSION: Final = 2
 
 PartRenderer: TypeAlias = Callable[[Part, DirectiveEntry], Part]
 
@@ -81,7 +87,28 @@ def _apply_v1(part: Part, entry: DirectiveEntry) -> Part:
     return msgspec.structs.replace(part, content=tuple(items))
 
 
-_RENDERERS: dict[int, PartRenderer] = {1: _apply_v1}
+def _apply_v2(part: Part, entry: DirectiveEntry) -> Part:
+    if isinstance(part, TextPart) and entry.item_index is None:
+        if entry.action != TRUNCATE:
+            raise RenderError(f"policy 2 cannot {entry.action} a text part")
+        return TextPart(text=truncate_text(part.text, entry.keep_head, entry.keep_tail))
+    return _apply_v1(part, entry)
+
+
+_RENDERERS: dict[int, PartRenderer] = {1: _apply_v1, TEXT_POLICY_VERSION: _apply_v2}
+
+
+def policy_for(message: Message, entries: Sequence[DirectiveEntry]) -> int:
+    """The policy version a new directive of these entries needs: 1 unless one targets a text part."""
+    for entry in entries:
+        index = entry.part_index
+        if (
+            index is not None
+            and 0 <= index < len(message.parts)
+            and isinstance(message.parts[index], TextPart)
+        ):
+            return TEXT_POLICY_VERSION
+    return PROJECTION_POLICY_VERSION
 
 
 def register_renderer(version: int, renderer: PartRenderer) -> None:

@@ -36,7 +36,7 @@ SWE_GPT4 = CORPUS / "sweagent_pydicom-1458_gpt4.traj"
 OPENHANDS_SMALL = CORPUS / "openhands_basic_gui_mode.json"
 CLAUDE_SMALL = CORPUS / "claude-code_ccviewer_5c0375b4.jsonl"  # a main session and two sub-agents
 SIM = "sim/sweagent_marshmallow-1867_fc"
-BUDGET = 3_000  # about 40% of the run's final view: micro and full compaction both happen
+BUDGET = 3_500  # about 45% of the run's final view: micro and full compaction both happen
 MODEL_CALLS = 13  # assistant messages of the marshmallow run
 SPEC_COMMANDS = {
     "search",  # issue 12: opt-in full-text search
@@ -501,6 +501,36 @@ def test_simulate_json_totals_add_up(tmp_path: Path) -> None:
     assert totals["rounds"] == sum(1 for p in report["points"] if p["kind"] == "compact")
 
 
+def test_simulate_prices_the_run_against_never_compacting(tmp_path: Path) -> None:
+    lines = run(["simulate", SWE_FC, "--budget", BUDGET, "--db", tmp_path / "a.db"]).stdout.splitlines()
+    cost = next(line for line in lines if line.startswith("cost "))
+    assert "never compacting" in cost and "(cached 0.1, uncached 1.25, summarizer output 5)" in cost
+    assert any(line.startswith("prefix breaks ") and "(micro " in line for line in lines)
+    assert any(line.startswith("calls over budget ") and "futile full rounds" in line for line in lines)
+    flat = ["--pricing", "none", "--output-multiplier", "1"]
+    other = run(["simulate", SWE_FC, "--budget", BUDGET, "--db", tmp_path / "b.db", *flat]).stdout
+    assert "(cached 1, uncached 1, summarizer output 1)" in other
+    (report,) = run_json(
+        ["simulate", SWE_FC, "--budget", BUDGET, "--db", tmp_path / "c.db", "--format", "json"]
+    )
+    economy, calls = report["economy"], report["calls"]
+    assert len(calls) == MODEL_CALLS and economy["model_calls"] == MODEL_CALLS
+    assert sum(c["cost"] for c in calls) == pytest.approx(economy["cost"])
+    assert sum(c["baseline"]["cost"] for c in calls) == pytest.approx(economy["baseline_cost"])
+    assert economy["cost_ratio"] == pytest.approx(economy["cost"] / economy["baseline_cost"])
+    breaks = sum(1 for c in calls[1:] if not c["prefix_kept"])
+    kinds = economy["micro_breaks"] + economy["full_breaks"] + economy["other_breaks"]
+    assert economy["prefix_breaks"] == kinds == breaks > 0
+    assert all(c["baseline"]["view_tokens"] >= c["view_tokens"] for c in calls)
+    run(
+        ["simulate", SWE_FC, "--budget", BUDGET, "--db", tmp_path / "d.db", "--pricing", "x"], code=EXIT_USAGE
+    )
+    run(
+        ["simulate", SWE_FC, "--budget", BUDGET, "--db", tmp_path / "e.db", "--output-multiplier", "-1"],
+        code=EXIT_USAGE,
+    )
+
+
 def test_simulate_every_session_of_a_file_or_just_one(tmp_path: Path) -> None:
     reports = run_json(
         ["simulate", CLAUDE_SMALL, "--budget", 1_000, "--db", tmp_path / "all.db", "--format", "json"]
@@ -663,7 +693,8 @@ def test_compact_shadow_writes_nothing(writable: Path) -> None:
     )
 
 
-def test_compact_full_writes_a_checkpoint_round(writable: Path) -> None:
+def test_compact_full_writes_a_checkpoint_round(writable: Path, tmp_path: Path) -> None:
+    again = copy_db(writable, tmp_path / "again.db")
     rounds = len(run_json(["compacts", "--db", writable, "--format", "json"]))
     data = run_json(["compact", "--db", writable, "--budget", 1_500, "--full", "--format", "json"])
     assert data["outcome"] == "full_applied" and data["forced"] and data["manual"]
@@ -672,7 +703,7 @@ def test_compact_full_writes_a_checkpoint_round(writable: Path) -> None:
     assert len(results) == rounds + 1 and results[-1] == data
     assert run_json(["show", "--db", writable, "--format", "json"])["view"]["tokens"] == data["tokens_after"]
     run(["verify", "--db", writable, "--served"])
-    text = run(["compact", "--db", writable, "--budget", 1_500, "--full"]).stdout.splitlines()
+    text = run(["compact", "--db", again, "--budget", 1_500, "--full"]).stdout.splitlines()
     assert text[0].startswith("checkpoint") and text[1].startswith("view ")
 
 

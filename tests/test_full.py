@@ -132,7 +132,9 @@ def test_a_second_full_compaction_updates_the_checkpoint_with_the_delta() -> Non
 
 
 def test_the_aggressive_path_reuses_the_old_checkpoint() -> None:
-    t = Store.open(":memory:", tokenizer="chars/4").session("s")
+    # The previous policy: its kept window (`keep_recent_tokens`) leaves the view over budget, so the
+    # step is made aggressive; the priced policy sizes the window for its target instead.
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", config=CompactConfig.previous())
     t.append(Message.system("Project rules. " * 400))  # a large system prompt: ~1,500 tokens
     t.append(Message.user(GOAL))
     _grow(t, 20, size=600)
@@ -147,7 +149,8 @@ def test_the_aggressive_path_reuses_the_old_checkpoint() -> None:
 
 def test_the_breaker_opens_then_half_opens_and_closes() -> None:
     model = Recorder(fail=3)
-    config = CompactConfig(breaker_cooldown_rounds=2)
+    # The previous policy: every one of these rounds needs a full step (micro alone is never enough).
+    config = CompactConfig.previous(breaker_cooldown_rounds=2)
     t = _session(summarizer=model, config=config)
     results = []
     for round_number in range(3):

@@ -63,7 +63,8 @@ def path(tmp_path: Path) -> Path:
             t = store.session(session)
             _grow(t)
         s1 = store.session("s1")
-        s1.compact(budget_tokens=int(s1.visible_messages().tokens / 0.8))
+        # The previous release's policy: no payback gate, so this round writes marks for certain.
+        s1.compact(budget_tokens=int(s1.visible_messages().tokens / 0.8), config=CompactConfig.previous())
     return target
 
 
@@ -107,8 +108,8 @@ def test_a_budget_that_is_not_a_positive_whole_number_is_refused_and_writes_noth
         (lambda s: s.session("s1").append(None), "InvalidMessage"),
         (lambda s: s.session("s1").compact(budget_tokens=0), "InvalidArgument"),
         (lambda s: s.session("s1").compact(budget_tokens=100, config={"x": 1}), "InvalidArgument"),
-        (lambda s: CompactConfig(micro_field_keep_head_chars=300.5), "InvalidArgument"),  # type: ignore[arg-type]
-        (lambda s: CompactConfig(micro_excluded_tools="Bash"), "InvalidArgument"),  # type: ignore[arg-type]
+        (lambda s: CompactConfig(micro_field_keep_head_chars=300.5), "InvalidConfig"),  # type: ignore[arg-type]
+        (lambda s: CompactConfig(micro_excluded_tools="Bash"), "InvalidConfig"),  # type: ignore[arg-type]
         (lambda s: Store.open("a\x00b"), "InvalidArgument"),
         (lambda s: Store.open(":memory:", tokenizer="bogus"), "InvalidArgument"),
         (lambda s: Store.open(":memory:", synchronous=1), "InvalidArgument"),  # type: ignore[arg-type]
@@ -432,7 +433,7 @@ def test_a_bad_directive_is_superseded_by_the_next_round(path: Path) -> None:
         write_marks(t, "s2", t.version, [MessageMarked(message_id=victim, truncated=True, projection=bad)])
         view = t.visible_messages()
         assert view.source == "rebuilt"
-        result = t.compact(budget_tokens=int(view.tokens / 0.8))
+        result = t.compact(budget_tokens=int(view.tokens / 0.8), config=CompactConfig.previous())
         assert victim in result.compacted_ids and result.outcome == "micro_applied"
         after = t.visible_messages()
         assert after.source == "persisted" and not after.diagnostics

@@ -1,12 +1,16 @@
 """The whole lifecycle as a hypothesis state machine: append, compact, reopen, change config.
 
 Compaction rounds use the local summarizer, a model summarizer, one that fails every other call and
-one whose first prompt is too long; full compaction runs whenever micro is not enough.
+one whose first prompt is too long; full compaction runs whenever micro is not enough. The policy is
+the priced one or the previous one (`CompactConfig.previous()`), changed at random; observations
+(tool output in user messages) are shortened by the priced one.
 
 After every step the SPEC's invariants must hold: the view after a reopen (in this process or a fresh
 one) is byte for byte the view before; a message once truncated renders the same in every later
 round; bodies never change; excluded messages never come back; the fold of the log equals the flags;
-every view is provider-valid; the live view equals the reference `render_llm_view`.
+every view is provider-valid; the live view equals the reference `render_llm_view`. Under the priced
+policy a full round the caller did not force never leaves the view over budget, and a round says
+`over_budget_irreducible` only when the system messages and the newest step alone exceed the budget.
 
 Reopening in a fresh interpreter costs ~0.3 s, so it is budgeted (`SUBPROCESS_REOPENS`) and spent
 where it proves most: at the end of an example whose session holds marks (a compacted view). Every
@@ -29,6 +33,7 @@ from hypothesis import event, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from planner import CompactConfig
+from planner.cut import irreducible_tokens
 from planner.summary import SummaryRequest
 from projection import check_view_order, plan_from_persisted_directives, render_llm_view
 from tests.conftest import PROJECT_ROOT, PYTHON, SUBPROCESS_REOPENS
@@ -139,6 +144,11 @@ class Lifecycle(RuleBasedStateMachine):
     def user_says(self, text: str) -> None:
         self._append([Message.user(text or "…")])
 
+    @rule(size=st.integers(0, 20_000), seed=st.integers(0, 2**32))
+    def observe(self, size: int, seed: int) -> None:
+        """Tool output carried by a user message, as text-acting agents get it."""
+        self._append([Message.user(_text(seed, size) or "ok", metadata={"observation": True})])
+
     @rule(
         sizes=st.lists(st.integers(0, 200_000), min_size=1, max_size=3),
         seed=st.integers(0, 2**32),
@@ -180,6 +190,11 @@ class Lifecycle(RuleBasedStateMachine):
         self.appended.extend(new)
         if result.strategy is not None and "checkpoint" in result.strategy:
             self._check_full_layout()
+            if self.config.emergency_path and not force and not shadow:
+                assert result.tokens_after <= budget  # no futile full rounds
+        if result.outcome == "over_budget_irreducible" and self.config.emergency_path:
+            floor = irreducible_tokens(self.t.messages(), self.config)
+            assert result.irreducible_tokens == floor > budget
         self._remember_marks()
 
     def _check_full_layout(self) -> None:
@@ -195,9 +210,11 @@ class Lifecycle(RuleBasedStateMachine):
         stale=st.integers(0, 4),
         threshold=st.sampled_from([200, 500, 2000]),
         unit=st.sampled_from(["step", "turn"]),
+        priced=st.booleans(),
     )
-    def change_config(self, stale: int, threshold: int, unit: str) -> None:
-        self.config = CompactConfig(
+    def change_config(self, stale: int, threshold: int, unit: str, priced: bool) -> None:
+        make = CompactConfig if priced else CompactConfig.previous
+        self.config = make(
             micro_compact_stale_steps=stale,
             micro_field_threshold_chars=threshold,
             micro_field_keep_head_chars=min(350, threshold // 2),

@@ -145,16 +145,17 @@ def test_old_directives_render_exactly_after_a_config_change() -> None:
 
 @pytest.fixture
 def second_version(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
-    """A test-only policy version 2 (upper-cases what it keeps), as if a release bumped the policy."""
+    """A test-only next policy version (upper-cases what it keeps), as if a release bumped the policy."""
 
     def render_v2(part: Part, entry: DirectiveEntry) -> Part:
         assert isinstance(part, ToolResult) and isinstance(part.content, str)
         return msgspec.structs.replace(part, content=part.content[: entry.keep_head].upper())
 
+    version = max(render_module.known_versions()) + 1
     monkeypatch.setattr(render_module, "_RENDERERS", dict(render_module._RENDERERS))
-    register_renderer(2, render_v2)
-    monkeypatch.setattr(render_module, "PROJECTION_POLICY_VERSION", 2)
-    yield 2
+    register_renderer(version, render_v2)
+    monkeypatch.setattr(render_module, "PROJECTION_POLICY_VERSION", version)
+    yield version
 
 
 def test_an_older_registered_version_renders_as_before_a_bump(second_version: int) -> None:

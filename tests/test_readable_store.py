@@ -16,6 +16,7 @@ import pytest
 import sqlite_utils
 from click.testing import CliRunner
 
+from planner import CompactConfig
 from tests.conftest import CORPUS, PYTHON
 from transcript import Message, Store, Transcript
 from transcript.cli import cli
@@ -32,7 +33,7 @@ def store_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with Store.open(path) as store:
         store.import_file(CORPUS / "claude-code_ccviewer_5c0375b4.jsonl")
         (session,) = parse(RUN, "swe-agent")
-        simulate(store.session(SIM), session.messages, budget_tokens=3_000)
+        simulate(store.session(SIM), session.messages, budget_tokens=3_000, config=CompactConfig.previous())
     return path
 
 

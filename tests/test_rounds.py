@@ -1,4 +1,8 @@
-"""Compaction rounds through the facade: trigger outcomes, shadow mode, persistence, the read path."""
+"""Compaction rounds through the facade: trigger outcomes, shadow mode, persistence, the read path.
+
+The trigger outcomes are those of the previous policy (`CompactConfig.previous()`: no payback gate,
+no hysteresis, no emergency path); tests/test_economy.py covers the priced policy.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ from projection.render import render_entry
 from tests.helpers import dump, write_marks
 from transcript import ConflictError, Message, Store, ToolCall, Transcript, verify
 from transcript.model import DirectiveEntry, MessageMarked, ProjectionDirective
+
+PREVIOUS = CompactConfig.previous()
 
 
 def _step(t: Transcript, n: int, output: str) -> None:
@@ -32,7 +38,7 @@ def _session(t: Transcript, steps: int = 8, size: int = 2000) -> Transcript:
 
 @pytest.fixture
 def session() -> Transcript:
-    return _session(Store.open(":memory:", tokenizer="chars/4").session("s"))
+    return _session(Store.open(":memory:", tokenizer="chars/4").session("s", config=PREVIOUS))
 
 
 def test_below_the_threshold_nothing_is_planned_or_written(session: Transcript) -> None:
@@ -55,7 +61,7 @@ def test_micro_alone_is_enough_when_it_gets_under_the_threshold(session: Transcr
 def test_insufficient_reclaim_at_the_auto_threshold_needs_full() -> None:
     session = _session(Store.open(":memory:", tokenizer="chars/4").session("s"), size=600)
     tokens = session.visible_messages().tokens
-    result = session.compact(budget_tokens=tokens, config=CompactConfig(full_compact_enabled=False))
+    result = session.compact(budget_tokens=tokens, config=CompactConfig.previous(full_compact_enabled=False))
     assert result.outcome == "full_unavailable" and result.compacted_count == 5
     assert not result.failed and result.consecutive_failures == 0
 
@@ -89,7 +95,7 @@ def test_over_budget_irreducible_instead_of_looping(session: Transcript) -> None
 
 def test_the_view_after_reopen_is_the_compacted_view(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    with Transcript.open(path, session_id="s", tokenizer="chars/4") as t:
+    with Transcript.open(path, session_id="s", tokenizer="chars/4", config=PREVIOUS) as t:
         _session(t)
         t.compact(budget_tokens=int(t.visible_messages().tokens / 0.8))
         view = t.visible_messages()

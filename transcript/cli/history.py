@@ -11,6 +11,7 @@ import click
 import msgspec
 
 from planner.config import CompactConfig
+from planner.economics import PRICING_PRESETS, CachePricing
 from transcript.cli.options import (
     EXIT_CHECK_FAILED,
     db_option,
@@ -24,7 +25,7 @@ from transcript.cli.options import (
 from transcript.cli.output import emit, message_lines, safe, table
 from transcript.formats.base import ParsedSession
 from transcript.session.replay import Point, check_served, timeline, view_at
-from transcript.session.simulate import Simulation, simulate as simulate_session
+from transcript.session.simulate import Economy, Simulation, economy, simulate as simulate_session
 from transcript.session.store import Store
 from transcript.store.connection import default_path
 
@@ -146,6 +147,18 @@ def _verify_served(store: Store, sid: str, fmt: str) -> None:
 )
 @click.option("--session", "only", default=None, help="Simulate only this session of FILE.")
 @click.option("--prefix", default="sim/", show_default=True, help="Prefix of the simulated sessions' ids.")
+@click.option(
+    "--pricing",
+    type=click.Choice(sorted(PRICING_PRESETS)),
+    default=None,
+    help="Prompt-cache prices the cost is reported in (default: the config's `pricing`).",
+)
+@click.option(
+    "--output-multiplier",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Price of a summarizer's output token (default: the config's, 5).",
+)
 @format_option
 def simulate(
     file: Path,
@@ -155,26 +168,116 @@ def simulate(
     settings: tuple[str, ...],
     only: str | None,
     prefix: str,
+    pricing: str | None,
+    output_multiplier: float | None,
     fmt: str,
 ) -> None:
     """Replay a recorded session as a live loop would: one compaction round and one recorded view per
-    model call. Prints the timeline and totals (tokens sent, prompt-cache reuse, prefix breaks)."""
+    model call. Prints the timeline and totals: tokens sent, prompt-cache reuse, prefix breaks (by
+    micro and full rounds), calls over budget, futile full rounds, and the cost against the same
+    replay with no compaction (priced with --pricing; summarizer requests included)."""
     from transcript.formats import detect_format, parse
 
     config = _config(config_file, settings)
+    prices = CachePricing.preset(
+        pricing or config.pricing,
+        output=config.summary_output_multiplier if output_multiplier is None else output_multiplier,
+    )
     parsed = [s for s in parse(file, detect_format(file)) if only is None or s.session_id == only]
     if not parsed:
         raise click.ClickException(f"{file} has no session {only!r}")
     with open_store(db_path, must_exist=False) as store:
         runs = _simulate(store, parsed, budget, config, prefix)
         reports = [(run, timeline(store.events, run.session_id)) for run in runs]
+        baselines = [_baseline(store.tokenizer, session, budget) for session in parsed]
+    economies = [economy(run, base, prices) for (run, _), base in zip(reports, baselines, strict=True)]
     if fmt != "text":
-        emit([{"totals": totals(run), "calls": run.calls, "points": points} for run, points in reports], fmt)
-        return
-    for run, points in reports:
         emit(
-            None, fmt, text=[f"session {safe(run.session_id)}", *point_rows(points), *summary_lines(run), ""]
+            [
+                {
+                    "totals": totals(run),
+                    "economy": _economy_data(e),
+                    "calls": _call_data(run, base, prices),
+                    "points": points,
+                }
+                for (run, points), base, e in zip(reports, baselines, economies, strict=True)
+            ],
+            fmt,
         )
+        return
+    for (run, points), e in zip(reports, economies, strict=True):
+        emit(
+            None,
+            fmt,
+            text=[
+                f"session {safe(run.session_id)}",
+                *point_rows(points),
+                *summary_lines(run),
+                *economy_lines(e),
+                "",
+            ],
+        )
+    if len(economies) > 1:
+        emit(None, fmt, text=[f"all {len(economies)} sessions", *economy_lines(*economies)])
+
+
+def _baseline(tokenizer: str, session: ParsedSession, budget: int) -> Simulation:
+    """The same replay with no compaction, in memory (nothing of it is written to the store)."""
+    with Store.open(":memory:", tokenizer=tokenizer) as scratch:
+        transcript = scratch.session(session.session_id)
+        return simulate_session(
+            transcript, session.replayable(), budget_tokens=budget, record=False, compact=False
+        )
+
+
+def _economy_data(e: Economy) -> dict[str, Any]:
+    data: dict[str, Any] = msgspec.to_builtins(e)
+    data["cost_ratio"] = e.cost_ratio
+    data["prefix_breaks"] = e.prefix_breaks
+    return data
+
+
+def _call_data(run: Simulation, baseline: Simulation, prices: CachePricing) -> list[dict[str, Any]]:
+    """Every model call with its cost, and the same call's figures when nothing is compacted."""
+    calls = []
+    for call, base in zip(run.calls, baseline.calls, strict=True):
+        data: dict[str, Any] = msgspec.to_builtins(call)
+        summary = prices.summary_cost(call.result.summary_input_tokens, call.result.summary_output_tokens)
+        data["cost"] = prices.call_cost(call.view_tokens, call.reused_tokens) + summary
+        data["baseline"] = {
+            "view_tokens": base.view_tokens,
+            "reused_tokens": base.reused_tokens,
+            "cost": prices.call_cost(base.view_tokens, base.reused_tokens),
+        }
+        calls.append(data)
+    return calls
+
+
+def economy_lines(*economies: Economy) -> list[str]:
+    """What one or more simulated sessions cost, as text (several: summed over all of them)."""
+    first = economies[0]
+    cost = sum(e.cost for e in economies)
+    base = sum(e.baseline_cost for e in economies)
+    sent = sum(e.sent_after_first for e in economies)
+    base_sent = sum(e.baseline_sent_after_first for e in economies)
+    reuse = sum(e.reused_tokens for e in economies) / sent if sent else 0.0
+    base_reuse = sum(e.baseline_reused_tokens for e in economies) / base_sent if base_sent else 0.0
+    prices = first.pricing
+    micro = sum(e.micro_breaks for e in economies)
+    full = sum(e.full_breaks for e in economies)
+    other = sum(e.other_breaks for e in economies)
+    over = sum(e.over_budget_calls for e in economies)
+    fitting = sum(e.over_budget_fitting for e in economies)
+    return [
+        f"cost {cost:,.0f} vs {base:,.0f} never compacting: {cost / base if base else 1.0:.3f}x "
+        f"(cached {prices.read:g}, uncached {prices.write:g}, summarizer output {prices.output:g})",
+        f"prefix breaks {micro + full + other} (micro {micro}, full {full}, other {other}), cache reuse "
+        f"{reuse:.1%} (never compacting {base_reuse:.1%})",
+        f"calls over budget {over} ({fitting} where the newest step would fit), futile full rounds "
+        f"{sum(e.futile_full_rounds for e in economies)}, summarizer tokens in "
+        f"{sum(e.summary_input_tokens for e in economies):,} / out "
+        f"{sum(e.summary_output_tokens for e in economies):,}",
+    ]
 
 
 def _simulate(
@@ -255,7 +358,7 @@ def summary_lines(run: Simulation) -> list[str]:
 @click.command()
 @db_option
 @click.option(
-    "--budget", type=click.IntRange(min=1), default=5_000, show_default=True, help="Tokens per view."
+    "--budget", type=click.IntRange(min=1), default=3_500, show_default=True, help="Tokens per view."
 )
 def demo(db_path: str | None, budget: int) -> None:
     """Simulate a real recorded agent session (bundled) at a tight budget and print its timeline."""

@@ -5,8 +5,11 @@ session id is the file's stem, message ids are `{session}/{index}`, and every me
 modification time (the format has no timestamps). Entries keep their roles: assistant `tool_calls`
 become calls and each role `tool` entry the result of the closest preceding unanswered call of its
 `tool_call_ids[0]` (call ids repeat across steps); the older style's observations stay user
-messages; `is_demo` entries are kept, marked `demo: true`, and `thought`/`action` go to metadata
-only when the content does not already hold them. Repairs (`pairing.History`): a call id used twice
+messages, marked `observation: true` when they follow an assistant entry (the environment's answer
+to the action in its text; `message_type` alone cannot say it: SWE-agent labels the task statement
+`observation` too); `is_demo` entries
+are kept, marked `demo: true`, and `thought`/`action` go to metadata only when the content does not
+already hold them. Repairs (`pairing.History`): a call id used twice
 in one message is renamed (`call_id_renamed`), a call still unanswered at the next message or at the
 end gets an interrupted error result (`synthetic_result`), a result that answers no pending call is
 kept as user text (`orphan_result_as_text`).
@@ -68,11 +71,14 @@ def parse(path: str | Path) -> list[ParsedSession]:
     created_at = file_time(path)
     history = History(lines)
     demos = 0
+    previous: object = None
     for index, entry in enumerate(document["history"]):
+        after_action = isinstance(previous, dict) and previous.get("role") == "assistant"
         try:
-            demos += _entry(history, entry, f"{session_id}/{index}", created_at, index)
+            demos += _entry(history, entry, f"{session_id}/{index}", created_at, index, after_action)
         except (BadRecord, InvalidMessage) as exc:
             raise FormatError(path, lines(index), f"history[{index}]: {exc}") from exc
+        previous = entry
     history.finish()
     metadata: dict[str, Any] = {}
     info = document.get("info")
@@ -91,8 +97,11 @@ def parse(path: str | Path) -> list[ParsedSession]:
     return [session]
 
 
-def _entry(history: History, entry: object, message_id: str, created_at: datetime, index: int) -> bool:
-    """Add one history entry; returns whether it is a demonstration entry."""
+def _entry(
+    history: History, entry: object, message_id: str, created_at: datetime, index: int, after_action: bool
+) -> bool:
+    """Add one history entry; returns whether it is a demonstration entry. `after_action`: the entry
+    before it is an assistant's."""
     if not isinstance(entry, dict):
         raise BadRecord("a history entry must be a JSON object")
     role = entry.get("role")
@@ -113,6 +122,8 @@ def _entry(history: History, entry: object, message_id: str, created_at: datetim
         message = Message.system(_text_only(parts, role), id=message_id, created_at=created_at)
         history.add(msgspec.structs.replace(message, metadata=metadata or None), index)
     else:
+        if after_action:
+            metadata["observation"] = True
         history.add(Message.user(parts, id=message_id, created_at=created_at, metadata=metadata), index)
     return demo
 

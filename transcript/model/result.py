@@ -31,6 +31,9 @@ Outcome: TypeAlias = Literal[
     "over_budget_irreducible",
 ]
 BreakerState: TypeAlias = Literal["closed", "open", "half_open"]
+# Which path a round took to defend the budget: `standard` (micro, then a checkpoint of the history older
+# than the kept recent steps) or `emergency` (the kept steps themselves shortened, or fewer of them kept).
+RoundPath: TypeAlias = Literal["", "standard", "emergency"]
 
 
 class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -68,6 +71,13 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     rounds_since_open: int = 0
     version: int = 0
     round_id: str = ""
+    path: RoundPath = ""
+    invalidated_tokens: int = 0
+    expected_calls: float = 0.0
+    payback_calls: float | None = None
+    summary_input_tokens: int = 0
+    summary_output_tokens: int = 0
+    kept_steps: int = 0
 
     @property
     def saved_tokens(self) -> int:

@@ -26,8 +26,8 @@ class TranscriptSnapshot(Value, frozen=True):
 
     `step_starts` holds the `seq` of every assistant message (a step is one model call and the results
     that answer it); `turn_starts` the `seq` of every user message that opens a turn group (not a
-    summary, not expanded command text). Both are kept as the session grows, so planning never has to
-    rescan the history to find where recent steps begin.
+    summary, not expanded command text, not an observation). Both are kept as the session grows, so
+    planning never has to rescan the history to find where recent steps begin.
     """
 
     session_id: str

@@ -535,6 +535,8 @@ class Transcript:
             checkpoint=next((r.checkpoint for r in reversed(live.results) if r.checkpoint is not None), None),
             cursor=seq if options is not None and fingerprint == options.config.fingerprint() else 0,
             unusable=live.rendered.unusable(),
+            stored_tokens=live.stored_tokens,
+            system_tokens=live.system_tokens,
         )
 
     def _absorb(self, run: Any, config: CompactConfig | None) -> CompactResult:

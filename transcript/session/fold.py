@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import msgspec
 
 from planner.config import CompactConfig
+from planner.observations import is_observation
 from projection.caps import NEUTRAL, ProviderCaps
 from projection.digest import digest_view
 from projection.view import View
@@ -55,6 +56,7 @@ class LiveSession:
         self.served_version = 0
         self.stored_tokens = 0
         self.title: str | None = None
+        self.system_tokens = 0
 
     def add(self, message: Message, tokens: tuple[int, ...]) -> Entry:
         """Append one message at the next `seq`."""
@@ -62,10 +64,12 @@ class LiveSession:
         self.positions[message.id] = entry.seq
         self.entries.append(entry)
         self.stored_tokens += entry.token_count
+        if message.role == "system":
+            self.system_tokens += entry.token_count
         self.pending = pending_after(self.pending, message)
         if message.role == "assistant":
             self.step_starts.append(entry.seq)
-        elif message.role == "user" and message.kind == "message":
+        elif _opens_turn(message, self.entries[-2].message if entry.seq else None):
             self.turn_starts.append(entry.seq)
         self.rendered.appended(entry)
         return entry
@@ -79,12 +83,15 @@ class LiveSession:
         ]
         self.positions = {entry.message.id: entry.seq for entry in self.entries}
         self.stored_tokens = sum(entry.token_count for entry in self.entries)
+        self.system_tokens = sum(e.token_count for e in self.entries if e.message.role == "system")
+        previous = None
         for entry in self.entries:
             message = entry.message
             if message.role == "assistant":
                 self.step_starts.append(entry.seq)
-            elif message.role == "user" and message.kind == "message":
+            elif _opens_turn(message, previous):
                 self.turn_starts.append(entry.seq)
+            previous = message
         tail = self.entries[self.step_starts[-1] :] if self.step_starts else []
         for entry in tail:
             self.pending = pending_after(self.pending, entry.message)
@@ -198,6 +205,12 @@ class LiveSession:
         (`transcript.model.history.check_order`). `reopened` are calls of the last step whose stored
         (synthetic) result the same write excludes: they wait for a result again."""
         check_order(dict(self.pending) | dict(reopened or {}), messages)
+
+
+def _opens_turn(message: Message, previous: Message | None) -> bool:
+    """Whether a message opens a turn group: a user message that is neither a summary, expanded
+    command text nor an observation (tool output carried by a user message)."""
+    return message.role == "user" and message.kind == "message" and not is_observation(message, previous)
 
 
 def apply_served(served: list[str], record: ViewServed) -> None:

@@ -243,7 +243,9 @@ class LiveView:
         plan = plan_micro(rebuild(), config, skip_existing_truncated=False)
         if not plan.entries:
             return _with_diagnostics(render_llm_view(entries, {}, self.caps, source="canonical"), said)
-        view = render_llm_view(entries, group_directives(plan.entries), self.caps, source="rebuilt")
+        named = {entries[seq].message.id: entries[seq].message for _, seq in plan.positions}
+        directives = group_directives(plan.entries, messages=named)
+        view = render_llm_view(entries, directives, self.caps, source="rebuilt")
         note = Diagnostic(
             code=PROJECTION_REBUILT,
             message="stored directives could not be used; this view was planned again in memory — an "

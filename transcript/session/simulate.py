@@ -5,23 +5,40 @@ runs against the budget and the view the model would have been sent is taken —
 served, so `transcript replay --verify` can check it later. The assistant message and the results
 that answer it are then appended as one turn. This is how a policy is tried on real sessions
 (`transcript simulate`) and how the test suite checks the promises on the corpus.
+
+The economics (`economy`) use exactly these definitions: reuse at a call is the tokens of the longest
+message-granular common prefix with the previous call's view; a break is a call (not the first) whose
+common prefix is shorter than the previous view; cost is, over all calls, read × reused + write × (sent
+− reused), plus every summarizer request's input at the write price and its output at the output
+price (counted as if a model answered, also when the local summarizer did). The baseline is the same
+replay with no compaction (`compact=False`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Literal, TypeAlias
 
 import msgspec
 
 from planner.config import CompactConfig
+from planner.economics import CachePricing
 from projection.view import View
 from transcript.model.message import Message
 from transcript.model.result import CompactResult
+from transcript.model.snapshot import Entry
 from transcript.session.facade import Transcript, live_session
+
+BreakKind: TypeAlias = Literal["", "micro", "full", "other"]
 
 
 class ModelCall(msgspec.Struct, frozen=True, kw_only=True):
-    """One model call of a replay: the round run before it and the view the model saw."""
+    """One model call of a replay: the round run before it and the view the model saw.
+
+    `reused_tokens` is the common prefix with the previous call's view; `break_kind` says what broke
+    it when `prefix_kept` is false (the round's micro or full step, or something else). `floor_tokens`
+    is the newest step with the system messages, as stored: what no round may shorten.
+    """
 
     point: int
     result: CompactResult
@@ -30,6 +47,13 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True):
     stored_tokens: int
     reused_tokens: int = 0
     prefix_kept: bool = True
+    break_kind: BreakKind = ""
+    floor_tokens: int = 0
+
+    @property
+    def full_round(self) -> bool:
+        """Whether the round before this call wrote a checkpoint."""
+        return self.result.checkpoint is not None and self.result.outcome != "shadowed"
 
 
 class Simulation(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,6 +91,38 @@ class Simulation(msgspec.Struct, frozen=True, kw_only=True):
         """Rounds that did something and were recorded."""
         return sum(1 for call in self.calls if call.result.version)
 
+    def breaks(self, kind: BreakKind) -> int:
+        """Prefix breaks of one kind (`micro`, `full`, `other`)."""
+        return sum(1 for call in self.calls[1:] if not call.prefix_kept and call.break_kind == kind)
+
+    @property
+    def over_budget_calls(self) -> int:
+        """Calls whose view was over the budget."""
+        return sum(1 for call in self.calls if call.view_tokens > self.budget_tokens)
+
+    @property
+    def over_budget_fitting(self) -> int:
+        """Calls over the budget although the newest step with the system messages would have fit."""
+        return sum(
+            1
+            for call in self.calls
+            if call.view_tokens > self.budget_tokens and call.floor_tokens <= self.budget_tokens
+        )
+
+    @property
+    def futile_full_rounds(self) -> int:
+        """Full rounds that left the view over the budget."""
+        return sum(1 for call in self.calls if call.full_round and call.view_tokens > self.budget_tokens)
+
+    def cost(self, pricing: CachePricing) -> float:
+        """What the model calls and the summarizer requests cost (see the module docstring)."""
+        calls = sum(pricing.call_cost(call.view_tokens, call.reused_tokens) for call in self.calls)
+        summaries = sum(
+            pricing.summary_cost(call.result.summary_input_tokens, call.result.summary_output_tokens)
+            for call in self.calls
+        )
+        return calls + summaries
+
 
 ViewCheck = Callable[[View, CompactResult], None]
 
@@ -79,18 +135,27 @@ def simulate(
     config: CompactConfig | None = None,
     on_model_call: ViewCheck | None = None,
     record: bool = True,
+    compact: bool = True,
 ) -> Simulation:
-    """Append `messages` to `transcript` with one round and one (recorded) view per model call."""
+    """Append `messages` to `transcript` with one round and one (recorded) view per model call.
+
+    `compact=False` runs no round at all: the baseline the economics compare with.
+    """
     calls: list[ModelCall] = []
     previous: tuple[str, ...] = ()
+    quiet = CompactResult(outcome="skipped", budget_tokens=budget_tokens)
+    system_tokens = 0
     index = 0
     while index < len(messages):
         message = messages[index]
         if message.role != "assistant":
-            transcript.append(message)
+            stored = transcript.append(message)
+            if message.role == "system":
+                entry = transcript.entry(stored.id)
+                system_tokens += entry.token_count if entry is not None else 0
             index += 1
             continue
-        result = transcript.compact(budget_tokens=budget_tokens, config=config)
+        result = transcript.compact(budget_tokens=budget_tokens, config=config) if compact else quiet
         view = transcript.visible_messages(record=record)
         if on_model_call is not None:
             on_model_call(view, result)
@@ -98,6 +163,7 @@ def simulate(
         digests = tuple(live.view_digests(view))
         common = _common_prefix(previous, digests)
         counts = live.rendered.counts() if view.source in ("persisted", "canonical") else []
+        kept = common == len(previous)
         calls.append(
             ModelCall(
                 point=transcript.version,
@@ -106,7 +172,9 @@ def simulate(
                 view_tokens=view.tokens,
                 stored_tokens=transcript.stored_tokens,
                 reused_tokens=sum(counts[:common]) if len(counts) == len(digests) else 0,
-                prefix_kept=common == len(previous),
+                prefix_kept=kept,
+                break_kind="" if kept else _break_kind(result),
+                floor_tokens=system_tokens + _newest_step_tokens(live.entries, live.step_starts),
             )
         )
         previous = digests
@@ -118,6 +186,20 @@ def simulate(
     return Simulation(session_id=transcript.session_id, budget_tokens=budget_tokens, calls=tuple(calls))
 
 
+def _break_kind(result: CompactResult) -> BreakKind:
+    if result.checkpoint is not None:
+        return "full"
+    if result.compacted_count:
+        return "micro"
+    return "other"
+
+
+def _newest_step_tokens(entries: Sequence[Entry], step_starts: Sequence[int]) -> int:
+    """Stored tokens of the newest step and whatever follows it (all history before the first step)."""
+    start = step_starts[-1] if step_starts else 0
+    return sum(entry.token_count for entry in entries[start:] if entry.message.role != "system")
+
+
 def _common_prefix(before: Sequence[str], after: Sequence[str]) -> int:
     common = 0
     for a, b in zip(before, after, strict=False):
@@ -125,3 +207,75 @@ def _common_prefix(before: Sequence[str], after: Sequence[str]) -> int:
             break
         common += 1
     return common
+
+
+class Economy(msgspec.Struct, frozen=True, kw_only=True):
+    """What a simulated session cost against the same replay with no compaction (the baseline, P0).
+
+    `reuse` is reused / sent over every call but the first (whose cache is always cold):
+    `reused_tokens` / `sent_after_first`, and the same for the baseline.
+    """
+
+    session_id: str
+    budget_tokens: int
+    pricing: CachePricing
+    model_calls: int
+    tokens_sent: int
+    reused_tokens: int
+    reuse: float
+    baseline_reuse: float
+    sent_after_first: int
+    baseline_reused_tokens: int
+    baseline_sent_after_first: int
+    cost: float
+    baseline_cost: float
+    micro_breaks: int
+    full_breaks: int
+    other_breaks: int
+    over_budget_calls: int
+    over_budget_fitting: int
+    futile_full_rounds: int
+    summary_input_tokens: int
+    summary_output_tokens: int
+
+    @property
+    def cost_ratio(self) -> float:
+        """Cost against the baseline's."""
+        return self.cost / self.baseline_cost if self.baseline_cost else 1.0
+
+    @property
+    def prefix_breaks(self) -> int:
+        """Every prefix break, whatever caused it."""
+        return self.micro_breaks + self.full_breaks + self.other_breaks
+
+
+def economy(run: Simulation, baseline: Simulation, pricing: CachePricing) -> Economy:
+    """The economics of `run` against `baseline` (the same messages replayed with `compact=False`)."""
+    return Economy(
+        session_id=run.session_id,
+        budget_tokens=run.budget_tokens,
+        pricing=pricing,
+        model_calls=len(run.calls),
+        tokens_sent=run.tokens_sent,
+        reused_tokens=run.reused_tokens,
+        reuse=_reuse(run),
+        baseline_reuse=_reuse(baseline),
+        sent_after_first=sum(call.view_tokens for call in run.calls[1:]),
+        baseline_reused_tokens=baseline.reused_tokens,
+        baseline_sent_after_first=sum(call.view_tokens for call in baseline.calls[1:]),
+        cost=run.cost(pricing),
+        baseline_cost=baseline.cost(pricing),
+        micro_breaks=run.breaks("micro"),
+        full_breaks=run.breaks("full"),
+        other_breaks=run.breaks("other"),
+        over_budget_calls=run.over_budget_calls,
+        over_budget_fitting=run.over_budget_fitting,
+        futile_full_rounds=run.futile_full_rounds,
+        summary_input_tokens=sum(call.result.summary_input_tokens for call in run.calls),
+        summary_output_tokens=sum(call.result.summary_output_tokens for call in run.calls),
+    )
+
+
+def _reuse(run: Simulation) -> float:
+    sent = sum(call.view_tokens for call in run.calls[1:])
+    return sum(call.reused_tokens for call in run.calls[1:]) / sent if sent else 0.0

@@ -1,0 +1,80 @@
+"""The payback rule over a snapshot: what a candidate round frees, invalidates and may expect.
+
+`planner.economics` prices a round from three numbers; this module reads them off the session. The
+cached tokens a round invalidates are those of the view from the first message it changes to the end
+(a provider's cache holds the view's prefix up to there). The calls expected after a round are
+estimated from the session itself, without a clock: a session is expected to run about as many more
+calls as it has run so far, but what a round below the full threshold frees profits only until the
+view grows back to that threshold, where a full round would replace the history it shortened.
+"""
+
+from __future__ import annotations
+
+from planner.config import CompactConfig
+from planner.cut import view_tokens
+from planner.economics import RoundEconomics, round_economics
+from transcript.model.snapshot import TranscriptSnapshot
+
+
+def invalidated_tokens(snapshot: TranscriptSnapshot, first_seq: int) -> int:
+    """View tokens from the message at `first_seq` to the end of the view.
+
+    Reads only the entries from `first_seq` on (a summary shown among them counts when its anchor is
+    one of them), so a round near the end of a long session costs what its tail costs.
+    """
+    total = 0
+    tail_ids: set[str] = set()
+    summaries: list[tuple[str | None, int]] = []
+    for entry in snapshot.entries[first_seq:]:
+        if entry.flags.excluded:
+            continue
+        if entry.message.kind == "summary":
+            summaries.append((entry.message.anchor, view_tokens(entry)))
+            continue
+        tail_ids.add(entry.message.id)
+        total += view_tokens(entry)
+    return total + sum(tokens for anchor, tokens in summaries if anchor in tail_ids)
+
+
+def expected_calls(
+    snapshot: TranscriptSnapshot,
+    config: CompactConfig,
+    *,
+    budget_tokens: int,
+    view_after: int,
+    stored_tokens: int,
+) -> float:
+    """Later calls expected to profit from a round that leaves the view at `view_after` tokens.
+
+    As many as the session has made so far, but no more than the calls until the view, growing as it
+    has grown per step so far (`stored_tokens` over the steps), reaches the full threshold again.
+    """
+    steps = len(snapshot.step_starts)
+    if steps == 0:
+        return 0.0
+    growth = stored_tokens / steps
+    if growth <= 0:
+        return float(steps)
+    room = config.auto_compact_threshold * budget_tokens - view_after
+    return max(0.0, min(float(steps), room / growth))
+
+
+def micro_economics(
+    snapshot: TranscriptSnapshot,
+    config: CompactConfig,
+    *,
+    first_seq: int,
+    freed: int,
+    view_tokens_now: int,
+    budget_tokens: int,
+    stored_tokens: int,
+) -> RoundEconomics:
+    """The economics of shortening messages from `first_seq` on, freeing about `freed` tokens."""
+    calls = expected_calls(
+        snapshot,
+        config,
+        budget_tokens=budget_tokens,
+        view_after=view_tokens_now - freed,
+        stored_tokens=stored_tokens,
+    )
+    return round_economics(freed, invalidated_tokens(snapshot, first_seq), calls, config.cache_pricing)
