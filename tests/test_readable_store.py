@@ -25,6 +25,7 @@ from transcript.session.simulate import simulate
 
 RUN = CORPUS / "sweagent_marshmallow-1867_fc.traj"
 SIM = "sim/run"
+PRICED = "sim/priced"  # the same run under the priced policy: rounds with economics
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +35,7 @@ def store_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
         store.import_file(CORPUS / "claude-code_ccviewer_5c0375b4.jsonl")
         (session,) = parse(RUN, "swe-agent")
         simulate(store.session(SIM), session.messages, budget_tokens=3_000, config=CompactConfig.previous())
+        simulate(store.session(PRICED), session.messages, budget_tokens=3_000)
     return path
 
 
@@ -170,3 +172,32 @@ def test_a_session_is_titled_by_its_first_request_unless_given_one(tmp_path: Pat
         assert store.session("named").version == version
         store.session("named").set_title("Fix the build, then ship")
         assert {s.session_id: s.title for s in store.sessions()}["named"] == "Fix the build, then ship"
+
+
+def test_each_round_s_economics_are_columns(store_file: Path) -> None:
+    columns = (
+        "path",
+        "invalidated_tokens",
+        "expected_calls",
+        "payback_calls",
+        "summary_input_tokens",
+        "summary_output_tokens",
+    )
+    rows = _sql(
+        store_file,
+        f"SELECT {', '.join(columns)} FROM compactions WHERE session_id = '{PRICED}' ORDER BY version",
+    )
+    with Store.open(store_file, readonly=True) as store:
+        results = store.session(PRICED).compact_results()
+    assert [tuple(r[c] for c in columns) for r in rows] == [
+        (
+            c.path or None,
+            c.invalidated_tokens,
+            c.expected_calls,
+            c.payback_calls,
+            c.summary_input_tokens,
+            c.summary_output_tokens,
+        )
+        for c in results
+    ]
+    assert any(r["invalidated_tokens"] for r in rows) and any(r["summary_input_tokens"] for r in rows)

@@ -254,7 +254,13 @@ VIEWS: Final = (
         coalesce(json_extract(c.payload, '$.result.compacted_count'), 0) AS compacted,
         coalesce(json_extract(c.payload, '$.result.delta_count'), 0) AS summarized,
         coalesce(json_extract(c.payload, '$.result.fallback_used'), 0) AS fallback_used,
-        json_extract(c.payload, '$.result.reason') AS reason
+        json_extract(c.payload, '$.result.reason') AS reason,
+        nullif(json_extract(c.payload, '$.result.path'), '') AS path,
+        coalesce(json_extract(c.payload, '$.result.invalidated_tokens'), 0) AS invalidated_tokens,
+        coalesce(json_extract(c.payload, '$.result.expected_calls'), 0) AS expected_calls,
+        json_extract(c.payload, '$.result.payback_calls') AS payback_calls,
+        coalesce(json_extract(c.payload, '$.result.summary_input_tokens'), 0) AS summary_input_tokens,
+        coalesce(json_extract(c.payload, '$.result.summary_output_tokens'), 0) AS summary_output_tokens
     FROM events AS c
     WHERE c.kind = 'compaction_recorded'
       AND NOT EXISTS (
