@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import msgspec
 import pytest
 from click.testing import CliRunner, Result
 
@@ -26,6 +27,7 @@ from tests.conftest import CORPUS
 from transcript import Message, Store, ToolCall, Transcript
 from transcript.cli import cli
 from transcript.cli.options import EXIT_CHECK_FAILED, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from transcript.formats import parse
 from transcript.model.result import CompactResult
 from transcript.model.state import SessionState
 from transcript.session.replay import describe
@@ -1209,3 +1211,22 @@ def test_the_script_exit_codes(writable: Path, tmp_path: Path) -> None:
         failed = _script(args, tmp_path, writable)
         assert failed.returncode == EXIT_CHECK_FAILED, failed.stderr
         assert "Traceback" not in failed.stderr
+
+
+def test_simulate_refuses_up_front_a_file_an_earlier_release_stored_differently(tmp_path: Path) -> None:
+    # The previous release stored old-style SWE-agent observations without the metadata that marks
+    # them; a simulation shares bodies with that import, so it cannot store this release's version.
+    db = tmp_path / "t.db"
+    (session,) = parse(SWE_GPT4, "swe-agent")
+    older = [msgspec.structs.replace(m, metadata=None) for m in session.messages[:6]]
+    with Store.open(db, tokenizer="chars/4") as store:
+        for message in older:
+            store.session("sweagent_pydicom-1458_gpt4").append(message)
+        assert store.stored_differently(session.messages) == [
+            m.id for m, old in zip(session.messages, older, strict=False) if m.metadata
+        ]
+    before = db.read_bytes()
+    result = CliRunner().invoke(cli, ["simulate", str(SWE_GPT4), "--db", str(db), "--budget", "3500"])
+    assert result.exit_code == EXIT_FAILURE
+    assert "already stored with other content" in result.output and "--db" in result.output
+    assert db.read_bytes() == before

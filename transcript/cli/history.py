@@ -288,6 +288,15 @@ def _simulate(
         raise click.ClickException(
             f"session {taken[0]!r} already exists in {store.path}; use --prefix or --db"
         )
+    differ = store.stored_differently([m for session in parsed for m in session.replayable()])
+    if differ:
+        # Simulated sessions share bodies with an import of the same file; one stored by an earlier
+        # release may differ (e.g. in metadata this release adds).
+        raise click.ClickException(
+            f"message {differ[0]!r} is already stored with other content, time or metadata (an earlier "
+            "import of this file stored it differently); simulate into another file with --db "
+            "(nothing was written)"
+        )
     runs = []
     # On a terminal a progress bar; otherwise click prints only the label, to stderr.
     with click.progressbar(parsed, label="simulating", file=sys.stderr) as bar:
@@ -298,9 +307,8 @@ def _simulate(
                     f"session {sid!r} already exists in {store.path}; use --prefix or --db"
                 )
             transcript = store.session(sid, config=config)
-            runs.append(
-                simulate_session(transcript, session.replayable(), budget_tokens=budget, config=config)
-            )
+            run = simulate_session(transcript, session.replayable(), budget_tokens=budget, config=config)
+            runs.append(run)
     return runs
 
 

@@ -7,10 +7,13 @@ Writes of marks and compaction records (restore, fork) go through `mutate`, the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from transcript.model.codec import normalize_message
 from transcript.model.errors import InvalidArgument, SessionNotFound
+from transcript.model.message import Message
 from transcript.model.state import SessionState
 from transcript.session.facade import Transcript, check_session_id
 from transcript.session.importing import ImportReport, import_file
@@ -99,6 +102,13 @@ class Store:
     def has_session(self, session_id: str) -> bool:
         """Whether the file holds any event of this session."""
         return self.head(session_id)[0] > 0
+
+    def stored_differently(self, messages: Sequence[Message]) -> list[str]:
+        """The ids of these messages that the store already holds as another record (other content,
+        time or metadata): appending them anywhere would raise `DuplicateMessage`."""
+        wanted = {message.id: normalize_message(message)[1] for message in messages}
+        stored = self.events.records(list(wanted))
+        return [message_id for message_id, data in wanted.items() if stored.get(message_id, data) != data]
 
     def session(self, session_id: str, *, create: bool = True, **settings: Any) -> Transcript:
         """The `Transcript` of one session (created by its first append unless `create=False`).

@@ -149,6 +149,10 @@ class EventStore(Protocol):
         """Which tokenizer counted each of these bodies."""
         ...
 
+    def records(self, message_ids: Sequence[str]) -> dict[str, bytes]:
+        """The stored record (canonical JSON bytes) of each of these bodies that is stored."""
+        ...
+
     def search(self, phrase: str, *, session_id: str | None = None, limit: int = 20) -> list[SearchHit]:
         """Messages whose text holds `phrase`, best matches first (the index is built on first use)."""
         ...

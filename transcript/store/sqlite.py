@@ -199,6 +199,14 @@ class SqliteEventStore:
                 for row in self._select_in("SELECT message_id, tokenizer FROM bodies", message_ids)
             }
 
+    def records(self, message_ids: Sequence[str]) -> dict[str, bytes]:
+        """The stored record (canonical JSON bytes) of each of these bodies that is stored."""
+        with connection.translated("reading bodies"):
+            return {
+                row[0]: _as_bytes(row[1])
+                for row in self._select_in("SELECT message_id, body FROM bodies", message_ids)
+            }
+
     def _read_bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:
         return {
             message_id: _body(message_id, body, tokens)
