@@ -281,3 +281,12 @@ def test_a_model_goal_that_holds_the_task_is_kept() -> None:
     _grow(t, 20)
     checkpoint = t.compact(budget_tokens=_over(t, 2.0)).checkpoint
     assert checkpoint is not None and checkpoint.goal == f"{GOAL}; now on the week-number edge cases"
+
+
+def test_the_continuation_prompt_names_the_files_edited() -> None:
+    t = Store.open(":memory:", tokenizer="chars/4").session("s")
+    t.append(Message.user(GOAL))
+    _grow(t, 20, tool="Write")
+    result = t.compact(budget_tokens=_over(t, 2.0))
+    prompt = t.continuation_prompt(result)
+    assert "Files edited:\n- src/m0.py" in prompt
