@@ -36,7 +36,7 @@ CONTINUATION_HINT: Final = (
 )
 REINJECT_HEADING: Final = "## Re-injected context"
 # The least of the goal `fit` keeps when a checkpoint must shrink (the task's opening survives).
-GOAL_FLOOR_CHARS: Final = 400
+GOAL_FLOOR_CHARS: Final = 250
 # How long a summarizer error or a parse error is kept on a round's result.
 ERROR_CHARS: Final = 500
 # The list sections `fit` drops items from, oldest first, when a checkpoint is too large.

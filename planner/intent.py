@@ -140,7 +140,8 @@ def answers(messages: Sequence[Message], *, task: str | None = None) -> list[str
     when `messages` are only part of it (its first request is then left out wherever it appears);
     without it, the first request of `messages` is the task."""
     found = list(requests(messages))
-    later = found[1:] if task is None else [text for text in found if not _opens(task, text)]
+    task = found[0] if task is None and found else task or ""
+    later = [text for text in found if not _opens(task, text)]  # the task said again is no answer
     redirects = [text for text in later if not is_answer(text)]
     kept: list[str] = []
     for text in later:
@@ -153,7 +154,7 @@ def answers(messages: Sequence[Message], *, task: str | None = None) -> list[str
 
 def _opens(goal: str, text: str) -> bool:
     """Whether a goal begins with this request (it is the task, not an answer)."""
-    return normalize(goal).startswith(normalize(text)[:200])
+    return bool(goal) and normalize(goal).startswith(normalize(text)[:200])
 
 
 def constraints(messages: Sequence[Message], *, task: str | None = None) -> list[str]:
@@ -162,7 +163,8 @@ def constraints(messages: Sequence[Message], *, task: str | None = None) -> list
     (`task` as in `answers`)."""
     found: dict[str, None] = {}
     texts = list(requests(messages))
-    later = texts[1:] if task is None else [text for text in texts if not _opens(task, text)]
+    task = texts[0] if task is None and texts else task or ""
+    later = [text for text in texts if not _opens(task, text)]
     for text in later:
         for sentence in _SENTENCE_END.split(text):
             sentence = sentence.strip(" \t-*")

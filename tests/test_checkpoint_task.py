@@ -290,3 +290,12 @@ def test_the_continuation_prompt_names_the_files_edited() -> None:
     result = t.compact(budget_tokens=_over(t, 2.0))
     prompt = t.continuation_prompt(result)
     assert "Files edited:\n- src/m0.py" in prompt
+
+
+def test_the_task_said_again_is_no_answer() -> None:
+    messages = [
+        Message.user("fix tests"),
+        Message.user("Operation stopped by hook: busy"),
+        Message.user("fix tests"),
+    ]
+    assert task_goal(messages) == "fix tests" and answers(messages) == []
