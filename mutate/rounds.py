@@ -26,11 +26,12 @@ from mutate.breaker import Breaker
 from mutate.commit import Written, commit
 from mutate.full import full_events, summary_body
 from mutate.micro import marked, micro_marks, repair_marks, shown_message, view_delta, view_token_count
-from mutate.summarizing import Steps, adrive, attempts, drive
+from mutate.summarizing import Attempts, Steps, adrive, attempts, drive
 from planner.config import CompactConfig
 from planner.cut import emergency_floor, floor_tokens, irreducible_tokens, view_tokens
 from planner.economics import RoundEconomics, round_economics
 from planner.full import (
+    ERROR_CHARS,
     PreparedFull,
     Reinject,
     building_on,
@@ -42,7 +43,7 @@ from planner.full import (
 )
 from planner.micro import MicroPlan, plan_emergency, plan_micro, stale_boundary
 from planner.payback import expected_calls, invalidated_tokens, micro_economics
-from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, prompt_text
+from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, clip, prompt_text
 from planner.trigger import determine_compact_action
 from transcript.model.checkpoint import Checkpoint, to_json, to_markdown
 from transcript.model.events import CompactionRecorded, Event, MessageMarked, ProviderCaps
@@ -367,10 +368,12 @@ def _full(
         return _no_full(
             run, snapshot, result, written, "what is older than the kept window is smaller than its summary"
         )
-    text = (yield from attempts(prepared.request)).text if run.use_model else None
+    asked_model = (yield from attempts(prepared.request)) if run.use_model else None
     now = run.deps.now()
     summary_id = run.deps.new_id()
-    checkpoint, fallback = checkpoint_from(prepared, text, now)
+    reading = checkpoint_from(prepared, asked_model.text if asked_model else None, now)
+    checkpoint, fallback = reading.checkpoint, reading.fallback
+    errors = _Errors().seen(asked_model, reading.parse_error)
     asked = _request_tokens(run, prepared.request)
     answered = _checkpoint_tokens(run, checkpoint)
     model_failed = run.use_model and fallback
@@ -380,8 +383,10 @@ def _full(
         aggressive = _prepare(run, snapshot, aggressive=True, floor_seq=floor)
         if aggressive is not None and len(aggressive.cut.summarize) > len(prepared.cut.summarize):
             aggressive = building_on(aggressive, prepared, checkpoint)
-            text = (yield from attempts(aggressive.request)).text if run.use_model else None
-            checkpoint, again = checkpoint_from(aggressive, text, now)
+            asked_model = (yield from attempts(aggressive.request)) if run.use_model else None
+            reading = checkpoint_from(aggressive, asked_model.text if asked_model else None, now)
+            checkpoint, again = reading.checkpoint, reading.fallback
+            errors = errors.seen(asked_model, reading.parse_error)
             asked += _request_tokens(run, aggressive.request)
             answered += _checkpoint_tokens(run, checkpoint)
             fallback, model_failed = fallback or again, model_failed or (run.use_model and again)
@@ -397,7 +402,13 @@ def _full(
         body = _summary(run, prepared, checkpoint, summary_id, now, reinject=False)
     tokens_after = rest + sum(body.tokens)
     # The summarizer was asked all the same: what it cost stays on the record.
-    spent = msgspec.structs.replace(result, summary_input_tokens=asked, summary_output_tokens=answered)
+    spent = msgspec.structs.replace(
+        result,
+        summary_input_tokens=asked,
+        summary_output_tokens=answered,
+        summarizer_error=errors.summarizer,
+        parse_error=errors.parse,
+    )
     if tokens_after >= result.tokens_after:
         return _no_full(run, snapshot, spent, written, "the summary would not make the view smaller")
     if config.emergency_path and tokens_after > budget and not run.options.force:
@@ -437,11 +448,16 @@ def _full(
         summary_input_tokens=asked,
         summary_output_tokens=answered,
         kept_steps=_steps_in(snapshot, prepared.cut.kept),
+        summarizer_error=errors.summarizer,
+        parse_error=errors.parse,
     )
     result = _with_economics(result, economics)
     after = _without(snapshot, prepared.cut.summarize)
     result = _irreducible(after, config, budget, result, run.given.system_tokens)
-    result = run.breaker.finished(manual=run.options.manual, failed=model_failed, config=config).stamp(result)
+    breaker = run.breaker.finished(
+        manual=run.options.manual, failed=model_failed, config=config, error=errors.latest
+    )
+    result = breaker.stamp(result)
     step = commit(
         run.store,
         snapshot.session_id,
@@ -450,6 +466,24 @@ def _full(
         {body.message.id: body},
     )
     return RoundOutcome(_recorded(result, step), (*written, step))
+
+
+class _Errors(NamedTuple):
+    """The failures of a full step's summarizer calls: the latest error raised, the latest reply that
+    did not parse (each type and message, bounded)."""
+
+    summarizer: str = ""
+    parse: str = ""
+    latest: str = ""
+
+    def seen(self, attempt: Attempts | None, parse_error: str) -> _Errors:
+        """These errors updated with one more call (None: the model was not asked)."""
+        raised = clip(attempt.error, ERROR_CHARS) if attempt is not None and attempt.error else ""
+        return _Errors(
+            summarizer=raised or self.summarizer,
+            parse=parse_error or self.parse,
+            latest=raised or parse_error or self.latest,
+        )
 
 
 def _too_small(run: _Round, prepared: PreparedFull) -> bool:
@@ -532,7 +566,9 @@ def _no_full(
     outcome = "micro_applied_then_full_failed" if micro_done else "full_failed"
     result = msgspec.structs.replace(result, outcome=outcome, reason=reason)
     result = _irreducible(snapshot, run.config, run.budget, result, run.given.system_tokens)
-    final = run.breaker.finished(manual=run.options.manual, failed=failed, config=run.config).stamp(result)
+    error = result.summarizer_error or result.parse_error
+    breaker = run.breaker.finished(manual=run.options.manual, failed=failed, config=run.config, error=error)
+    final = breaker.stamp(result)
     step = commit(run.store, snapshot.session_id, snapshot.version, [CompactionRecorded(result=final)])
     return RoundOutcome(_recorded(final, step), (*written, step))
 

@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from planner.economics import PRICING_PRESETS, CachePricing, PricingName
+from transcript.model.checkpoint import LIST_CAP
 from transcript.model.errors import InvalidArgument
 
 DEFAULT_PROTECTED_TOOLS: Final = ("Agent", "Task", "AskUserQuestion", "goal", "TodoWrite")
@@ -53,7 +54,9 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     frees pays for the cache it invalidates. With `hysteresis`, a full round compacts to
     `full_compact_target` of the budget. With `emergency_path`, kept recent steps that alone exceed
     the budget are shortened, then fewer kept. `micro_observations` lets micro shorten observations
-    (tool output carried by user messages). `CompactConfig.previous()` is the previous release's policy.
+    (tool output carried by user messages). `checkpoint_list_cap` bounds every list of a checkpoint as
+    rounds merge into it (the oldest items go first). `CompactConfig.previous()` is the previous
+    release's policy.
     """
 
     micro_compact_threshold: float = 0.75
@@ -80,6 +83,7 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     full_compact_target: float = 0.3
     emergency_path: bool = True
     micro_observations: bool = True
+    checkpoint_list_cap: int = LIST_CAP
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -111,6 +115,8 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
         ):
             if getattr(self, name) < 0:
                 raise InvalidConfig(f"{name} must not be negative")
+        if self.checkpoint_list_cap < 1:
+            raise InvalidConfig(f"checkpoint_list_cap must be at least 1, not {self.checkpoint_list_cap}")
         self._check_pricing()
 
     def _check_pricing(self) -> None:

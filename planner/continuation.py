@@ -1,7 +1,7 @@
 """The continuation prompt: what a host sends the model after a compaction round.
 
 The continuation prompt re-anchors the model on the checkpoint (goal, constraints, blocked items,
-next steps, critical context, work in progress, running processes) so it carries on instead of
+next steps, critical context, work in progress, running processes, files edited) so it carries on instead of
 starting over or asking again; after a split-turn cut it warns that the checkpoint covers only the
 first part of the turn. After a round that summarized nothing it says nothing.
 """
@@ -33,6 +33,7 @@ def continuation_prompt(result: CompactResult) -> str:
         ("Critical context", checkpoint.critical_context),
         ("In progress", checkpoint.in_progress),
         ("Processes", checkpoint.process_snapshots),
+        ("Files edited", checkpoint.files),
     ):
         if items:
             lines.append(f"{title}:")

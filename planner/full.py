@@ -17,8 +17,15 @@ import msgspec
 
 from planner.config import CompactConfig
 from planner.cut import CutPlan, plan_cut
-from planner.summary import SYSTEM_PROMPT, LocalSummarizer, SummaryRequest, clip, latest_goal, serialize
-from transcript.model.checkpoint import Checkpoint, CheckpointParseError, parse_checkpoint, to_markdown
+from planner.intent import contains_task, edited_files, first_request, task_goal
+from planner.summary import SYSTEM_PROMPT, LocalSummarizer, SummaryRequest, clip, serialize
+from transcript.model.checkpoint import (
+    Checkpoint,
+    CheckpointParseError,
+    merge,
+    parse_checkpoint,
+    to_markdown,
+)
 from transcript.model.message import Message, TextPart
 from transcript.model.snapshot import Entry, TranscriptSnapshot
 
@@ -27,9 +34,11 @@ CONTINUATION_HINT: Final = (
     "save context. This is a continuation, not a new task: carry on from the checkpoint and the messages "
     "that follow it.]"
 )
-REINJECT_HEADING: Final = "## Current content of recently read files"
-# How much of the message that opened a split turn the request repeats (the rest is among its items).
-TURN_OPENING_CHARS: Final = 300
+REINJECT_HEADING: Final = "## Re-injected context"
+# The least of the goal `fit` keeps when a checkpoint must shrink (the task's opening survives).
+GOAL_FLOOR_CHARS: Final = 250
+# How long a summarizer error or a parse error is kept on a round's result.
+ERROR_CHARS: Final = 500
 # The list sections `fit` drops items from, oldest first, when a checkpoint is too large.
 _FIT_SECTIONS: Final = (
     "process_snapshots",
@@ -42,8 +51,9 @@ _FIT_SECTIONS: Final = (
     "constraints",
 )
 
-# A host callback for re-injection: (paths read in the summarized history, token budget) ->
-# (title, current content) pairs. Without one, nothing is re-injected.
+# A host callback for re-injection: (paths read in the summarized history, possibly none; token budget)
+# -> (title, content) pairs: current files, skill definitions, anything the model should see again.
+# Called after every full step; without one, nothing is re-injected.
 Reinject = Callable[[Sequence[str], int], Sequence[tuple[str, str]]]
 
 
@@ -84,18 +94,18 @@ def prepare_full(
         return None
     by_seq = snapshot.entries
     summarized = [by_seq[seq].message if shown is None else shown(by_seq[seq]) for seq in cut.summarize]
-    prefix = [by_seq[seq].message for seq in cut.turn_prefix]
+    messages = tuple(m for m in summarized if m.kind != "summary")
     max_tokens = config.summary_tokens(budget_tokens) // (2 if aggressive else 1)
     request = SummaryRequest(
         system_prompt=SYSTEM_PROMPT,
-        items=tuple(serialize(m) for m in summarized if m.kind != "summary"),
-        messages=tuple(m for m in summarized if m.kind != "summary"),
+        items=tuple(serialize(m) for m in messages),
+        messages=messages,
         previous_checkpoint=previous,
         max_output_tokens=max_tokens,
-        # The turn's messages before the cut are the end of `items`: naming its opening message is
-        # enough (repeating them all doubled what a summarizer is sent).
-        turn_prefix=clip(serialize(prefix[0]), TURN_OPENING_CHARS) if prefix else "",
-        goal_hint=latest_goal([entry.message for entry in snapshot.entries]),
+        # The split turn's part before the cut ends the items; the prompt shows it once, on its own.
+        prefix_items=len(cut.turn_prefix),
+        goal_hint=task_goal([entry.message for entry in snapshot.entries]),
+        list_cap=config.checkpoint_list_cap,
     )
     return PreparedFull(
         cut=cut, request=request, previous=previous, aggressive=aggressive, read_paths=_read_paths(summarized)
@@ -109,29 +119,76 @@ def building_on(aggressive: PreparedFull, first: PreparedFull, checkpoint: Check
         aggressive.request,
         items=aggressive.request.items[already:],
         messages=aggressive.request.messages[already:],
+        prefix_items=min(aggressive.request.prefix_items, len(aggressive.request.items[already:])),
         previous_checkpoint=checkpoint,
     )
     return msgspec.structs.replace(aggressive, request=request, previous=first.previous)
 
 
-def checkpoint_from(prepared: PreparedFull, text: str | None, now: datetime) -> tuple[Checkpoint, bool]:
-    """The step's checkpoint from the model's text, or the local fallback; and whether it fell back."""
-    fallback = text is None
+class Reading(msgspec.Struct, frozen=True, kw_only=True):
+    """A step's checkpoint as read from the summarizer's reply: whether it fell back to the local
+    summarizer, and why the reply could not be read (`parse_error`, type and message, bounded)."""
+
+    checkpoint: Checkpoint
+    fallback: bool
+    parse_error: str = ""
+
+
+def checkpoint_from(prepared: PreparedFull, text: str | None, now: datetime) -> Reading:
+    """The step's checkpoint from the model's text, or the local fallback.
+
+    A model's reply is merged into the previous checkpoint field by field (`merge`), so a reply that
+    holds only what is new loses nothing; its goal is kept only when it holds the task the user gave,
+    else the task leads and the model's goal follows it; the files the summarized part edited or
+    created are added whatever the model named.
+    """
+    request = prepared.request
     checkpoint: Checkpoint | None = None
+    parse_error = ""
     if text is not None:
         try:
             checkpoint = parse_checkpoint(text)
-        except CheckpointParseError:
-            fallback = True
+        except CheckpointParseError as exc:
+            parse_error = bounded_error(exc)
+    fallback = checkpoint is None
     if checkpoint is None:
-        checkpoint = LocalSummarizer().checkpoint(prepared.request)
+        checkpoint = LocalSummarizer().checkpoint(request)
+    else:
+        cap = max(request.list_cap, 1)
+        delta = msgspec.structs.replace(
+            checkpoint,
+            goal=anchored_goal(checkpoint.goal, request),
+            files=(*checkpoint.files, *edited_files(request.messages)),
+        )
+        checkpoint = merge(request.previous_checkpoint or Checkpoint(), delta, cap=cap)
     checkpoint = msgspec.structs.replace(
         checkpoint,
         generated_at=now,
         source_item_count=len(prepared.cut.summarize),
         split_turn=prepared.cut.split_turn,
     )
-    return fit(checkpoint, prepared.request.max_output_tokens * 4), fallback
+    return Reading(
+        checkpoint=fit(checkpoint, request.max_output_tokens * 4), fallback=fallback, parse_error=parse_error
+    )
+
+
+def anchored_goal(goal: str, request: SummaryRequest) -> str:
+    """A model's goal that keeps the task: as given when it holds the opening of the task the user
+    gave (or there is none to keep), else the task followed by the model's goal."""
+    previous = request.previous_checkpoint.goal if request.previous_checkpoint is not None else ""
+    task = request.goal_hint or previous or first_request(request.messages)
+    if not task.strip():
+        return goal
+    if not goal.strip():
+        return "" if previous.strip() and contains_task(previous, task) else task
+    if contains_task(goal, task):
+        return goal
+    return f"{task}\n\nCurrent aim: {clip(goal.strip(), 500)}"
+
+
+def bounded_error(error: BaseException) -> str:
+    """An error as a result keeps it: its type and message, at most `ERROR_CHARS` characters."""
+    return clip(f"{type(error).__name__}: {error}", ERROR_CHARS)
 
 
 def fit(checkpoint: Checkpoint, max_chars: int) -> Checkpoint:
@@ -140,7 +197,8 @@ def fit(checkpoint: Checkpoint, max_chars: int) -> Checkpoint:
         longest = max(_FIT_SECTIONS, key=lambda name: len(getattr(checkpoint, name)))
         items = getattr(checkpoint, longest)
         if not items:
-            return msgspec.structs.replace(checkpoint, goal=clip(checkpoint.goal, max(100, max_chars // 4)))
+            goal = clip(checkpoint.goal, max(GOAL_FLOOR_CHARS, max_chars // 4))
+            return msgspec.structs.replace(checkpoint, goal=goal)
         checkpoint = msgspec.structs.replace(checkpoint, **{longest: items[1:]})
     return checkpoint
 
@@ -171,8 +229,9 @@ def summary_message(
 def reinjected_content(
     prepared: PreparedFull, reinject: Reinject | None, config: CompactConfig, budget_tokens: int
 ) -> list[tuple[str, str]]:
-    """Current content of recently read files from the host, clipped to the re-injection budget."""
-    if reinject is None or not prepared.read_paths:
+    """What the host re-injects (current files, skill definitions, ...), clipped to the re-injection
+    budget; the host is asked after every full step, with the paths read (possibly none)."""
+    if reinject is None:
         return []
     allowance = min(config.reinject_max_tokens, budget_tokens // 10) * 4
     chosen: list[tuple[str, str]] = []

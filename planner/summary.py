@@ -1,10 +1,14 @@
 """Summarizers: the small protocol full compaction calls, and the deterministic local summarizer.
 
 A summarizer is any callable `summarize(request: SummaryRequest) -> str` (or an async one returning
-an awaitable of `str`). It signals a prompt that is too long by raising `PromptTooLong`; errors whose
-message says so ("prompt too long", "context length", HTTP 413, ...) are recognised too. The local
-summarizer needs no model: it builds the checkpoint from the messages themselves (latest real user
-goal, recent key items, tool errors, approval blocks, files touched), merged into the previous one.
+an awaitable of `str`). It replies with the checkpoint as a JSON object or in the `## Goal` markdown
+form (`transcript.model.checkpoint`); a reply that does not parse makes the round fall back to the
+local summarizer and keeps the parse error on the round's result. It signals a prompt that is too
+long by raising `PromptTooLong`; errors whose message says so ("prompt too long", "context length",
+HTTP 413, ...) are recognised too. The local summarizer needs no model: it builds the checkpoint from
+the messages themselves (the task the user gave and its redirects, the user's answers and
+constraints, recent key items, tool errors, approval blocks, the files edited or created), merged
+into the previous one.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from typing import Final, Protocol
 
 import msgspec
 
+from planner.intent import answers, clip as clip, constraints, edited_files, task_goal
 from planner.observations import is_observation
 from transcript.model import Message, TextPart, ToolCall, ToolResult
-from transcript.model.checkpoint import CHECKPOINT_JSON_SCHEMA_HINT, Checkpoint, merge, to_json
+from transcript.model.checkpoint import CHECKPOINT_JSON_SCHEMA_HINT, LIST_CAP, Checkpoint, merge, to_json
 from transcript.model.errors import PromptTooLong
 
 ITEM_CLIP_CHARS: Final = 2_000
@@ -27,8 +32,9 @@ SYSTEM_PROMPT: Final = (
     "You maintain the checkpoint of a long coding-agent session whose older history is being "
     "replaced by a summary. Read the conversation (and the previous checkpoint, if any) and return the "
     "updated checkpoint as JSON with the keys goal, constraints, done, in_progress, blocked, "
-    "key_decisions, next_steps, critical_context, process_snapshots (lists of short strings; goal is a "
-    "string). Keep file paths, commands, error messages and decisions exactly. Do not invent work."
+    "key_decisions, next_steps, critical_context, process_snapshots, files (lists of short strings; goal "
+    "is a string). The goal is the task the user gave, in their words, not the latest message. Keep "
+    "file paths, commands, error messages and decisions exactly. Do not invent work."
 )
 _TOO_LONG: Final = re.compile(
     r"prompt (is )?too long|context (length|window)|maximum context|too many (input )?tokens|"
@@ -38,11 +44,9 @@ _TOO_LONG: Final = re.compile(
 _APPROVAL: Final = re.compile(
     r"denied|rejected|not allowed|permission|doesn't want to proceed|user declined", re.IGNORECASE
 )
-_PATH_KEYS: Final = ("file_path", "path", "filename", "notebook_path")
 # The notes the local summarizer writes itself; a later checkpoint replaces them instead of adding more.
 _SPLIT_NOTE: Final = "the current turn continues past this checkpoint; it began: "
 _FILES_NOTE: Final = "files touched: "
-_MAX_FILES: Final = 20
 
 
 def is_prompt_too_long(error: BaseException) -> bool:
@@ -53,10 +57,14 @@ def is_prompt_too_long(error: BaseException) -> bool:
 class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     """What a summarizer is asked: the serialized conversation, the previous checkpoint, a size limit.
 
-    `items` is the conversation one serialized message per item (`conversation` joins them); when the
-    cut fell inside a turn, `turn_prefix` is the message that opened that turn (the turn's part before
-    the cut is the end of `items`). `messages` are the
-    original messages, for summarizers that work on structure rather than text.
+    `items` is the conversation to summarize, one serialized message per item; `messages` are the same
+    messages as values, for summarizers that work on structure rather than text. When the cut fell
+    inside a turn, the last `prefix_items` items are that turn's part before the cut: a text prompt
+    shows them once, in their own section, to be summarised on their own as work in progress
+    (`conversation` joins the items before them, `turn_part` the turn's). `turn_prefix` is that
+    part's text given by hand instead (a request built without `prefix_items`). `goal_hint` is the
+    task the user gave (their first request and latest redirect, read from the whole session);
+    `list_cap` bounds every list of the checkpoint.
     """
 
     system_prompt: str
@@ -66,16 +74,28 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     turn_prefix: str = ""
     goal_hint: str = ""
     messages: tuple[Message, ...] = ()
+    prefix_items: int = 0
+    list_cap: int = LIST_CAP
 
     @property
     def conversation(self) -> str:
-        """The messages to summarize, serialized, oldest first."""
-        return "\n\n".join(self.items)
+        """The messages to summarize before the split turn's part, serialized, oldest first."""
+        return "\n\n".join(self.items[: len(self.items) - self.prefix_items])
+
+    @property
+    def turn_part(self) -> str:
+        """The split turn's part before the cut, serialized ("" when the cut split no turn)."""
+        if self.prefix_items:
+            return "\n\n".join(self.items[-self.prefix_items :])
+        return self.turn_prefix
 
     def without_oldest_quarter(self) -> SummaryRequest:
         """The same request with the oldest quarter of its items dropped (at least one)."""
         drop = max(1, len(self.items) // 4)
-        return msgspec.structs.replace(self, items=self.items[drop:], messages=self.messages[drop:])
+        items = self.items[drop:]
+        return msgspec.structs.replace(
+            self, items=items, messages=self.messages[drop:], prefix_items=min(self.prefix_items, len(items))
+        )
 
 
 class Summarizer(Protocol):
@@ -96,21 +116,17 @@ def prompt_text(request: SummaryRequest) -> str:
     hint = request.goal_hint.strip()
     if hint and previous_goal.strip() not in (hint, clip(hint, GOAL_CLIP_CHARS)):
         # Said once: a goal the previous checkpoint already holds is not repeated.
-        sections.append(f"The user's latest goal: {clip(request.goal_hint, ITEM_CLIP_CHARS)}")
-    if request.turn_prefix:
         sections.append(
-            "The current turn began before the cut (it is work in progress; its part before the cut ends "
-            f"the conversation below). It began with:\n{request.turn_prefix}"
+            f"The task the user gave (keep it in the goal): {clip(request.goal_hint, ITEM_CLIP_CHARS)}"
         )
     sections.append(f"Conversation to summarize, oldest first:\n{request.conversation}")
+    if request.turn_part:
+        sections.append(
+            "The current turn began before the cut and continues after it. Summarise its part before the "
+            "cut on its own, as work in progress (in_progress), not as finished work:\n"
+            f"{request.turn_part}"
+        )
     return "\n\n".join(sections)
-
-
-def clip(text: str, limit: int) -> str:
-    """The text, or its head with a visible note of how much was clipped."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]} … [clipped {len(text) - limit} chars]"
 
 
 def serialize(message: Message) -> str:
@@ -156,45 +172,42 @@ class LocalSummarizer:
     def checkpoint(self, request: SummaryRequest) -> Checkpoint:
         """The checkpoint this summarizer would return, as a value.
 
-        Merged into the previous checkpoint, its own notes are replaced, not repeated: the split-turn
-        note says where the current turn began now, and one list of touched files holds the earlier
-        files and the new ones (most recent last).
+        The goal is the task the user gave (`request.goal_hint`, else the first request of the
+        messages, see `planner.intent`); the user's answers become decisions and the sentences of
+        their requests that set limits constraints; `files` names every file edited or created.
+        Merged into the previous checkpoint (each list capped at `request.list_cap`), its own
+        split-turn note is replaced, not repeated.
         """
         messages = request.messages
         said = [m.text.strip().splitlines()[0] for m in messages if m.role == "assistant" and m.text.strip()]
         errors, approvals = self._errors(messages)
         previous = request.previous_checkpoint
-        earlier: list[str] = []
         if previous is not None:
-            earlier = [
-                name
-                for item in previous.critical_context
-                if item.startswith(_FILES_NOTE)
-                for name in item[len(_FILES_NOTE) :].split(", ")
-            ]
             previous = msgspec.structs.replace(
                 previous,
                 in_progress=tuple(i for i in previous.in_progress if not i.startswith(_SPLIT_NOTE)),
+                # The note earlier releases kept instead of `files` (it named read files too).
                 critical_context=tuple(i for i in previous.critical_context if not i.startswith(_FILES_NOTE)),
             )
-        files = list(dict.fromkeys(reversed([*earlier, *self._files(messages)])))[::-1]
         delta = Checkpoint(
-            goal=clip(request.goal_hint or latest_goal(messages), GOAL_CLIP_CHARS),
+            goal=clip(request.goal_hint or task_goal(messages), GOAL_CLIP_CHARS),
+            constraints=tuple(constraints(messages, task=request.goal_hint or None)),
             done=tuple(clip(item, self.item_chars) for item in said[-self.recent_items :]),
-            in_progress=(self._split_turn(request),) if request.turn_prefix else (),
+            in_progress=(self._split_turn(request),) if request.turn_part else (),
             blocked=tuple(approvals[-self.recent_items :]) + tuple(errors[-self.recent_items :]),
-            critical_context=(f"{_FILES_NOTE}{', '.join(files[-_MAX_FILES:])}",) if files else (),
+            key_decisions=tuple(answers(messages, task=request.goal_hint or None)[-self.recent_items :]),
+            files=tuple(edited_files(messages)),
             source_item_count=len(messages),
         )
-        if previous is not None:
-            return merge(previous, delta)
-        return delta
+        cap = max(request.list_cap, 1)
+        return merge(previous if previous is not None else Checkpoint(), delta, cap=cap)
 
     def __call__(self, request: SummaryRequest, /) -> str:
         return to_json(self.checkpoint(request))
 
     def _split_turn(self, request: SummaryRequest) -> str:
-        first = request.turn_prefix.strip().splitlines()[0] if request.turn_prefix.strip() else ""
+        part = request.turn_part.strip()
+        first = part.splitlines()[0] if part else ""
         return f"{_SPLIT_NOTE}{clip(first, self.item_chars)}"
 
     def _errors(self, messages: Sequence[Message]) -> tuple[list[str], list[str]]:
@@ -208,15 +221,3 @@ class LocalSummarizer:
                 item = f"{result.name or 'tool'} failed: {line}"
                 (approvals if _APPROVAL.search(result.text) else errors).append(item)
         return errors, approvals
-
-    @staticmethod
-    def _files(messages: Sequence[Message]) -> list[str]:
-        files: dict[str, None] = {}
-        for message in messages:
-            for call in message.tool_calls:
-                if isinstance(call.input, dict):
-                    for key in _PATH_KEYS:
-                        value = call.input.get(key)
-                        if isinstance(value, str) and value:
-                            files[value] = None
-        return list(files)

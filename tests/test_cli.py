@@ -1015,7 +1015,8 @@ def test_other_text_outputs_are_escaped_too(evil_db: Path) -> None:
         for char in RAW_CONTROL:
             assert char not in out, (args, out)
     goal = run_json(["checkpoint", "--db", evil_db, "--format", "json"])["goal"]
-    assert goal == f"thanks, now {EVIL}"  # exact in JSON
+    # The task the user gave, then their latest redirect: exact in JSON.
+    assert goal.startswith("please look at") and goal.endswith(f"Then the user asked: thanks, now {EVIL}")
     assert "thanks, now title\\x1b]0;pwned\\x07" in run(["checkpoint", "--db", evil_db]).stdout
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from planner import CompactConfig
 from planner.continuation import SPLIT_TURN_WARNING
+from planner.full import REINJECT_HEADING
 from planner.summary import LocalSummarizer, SummaryRequest
 from projection import check_view_order
 from transcript import ConflictError, Message, Store, ToolCall, Transcript
@@ -256,7 +257,7 @@ def test_reinjection_only_through_the_host_callback() -> None:
     plain = _session()
     plain.compact(budget_tokens=_over(plain, 2.0))
     (summary,) = [m for m in plain.visible_messages().messages if m.kind == "summary"]
-    assert "Current content" not in summary.text
+    assert REINJECT_HEADING not in summary.text
 
 
 def test_the_local_summary_keeps_goal_errors_approvals_and_files() -> None:
@@ -282,7 +283,7 @@ def test_the_local_summary_keeps_goal_errors_approvals_and_files() -> None:
     assert checkpoint is not None and checkpoint.goal == GOAL
     assert any("no rule to make target" in item for item in checkpoint.blocked)
     assert any("doesn't want to proceed" in item for item in checkpoint.blocked)
-    assert any("a.py" in item for item in checkpoint.critical_context)
+    assert checkpoint.files == ("a.py",)
 
 
 def test_the_goal_is_never_taken_from_a_summary_message() -> None:

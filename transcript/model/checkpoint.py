@@ -26,7 +26,8 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     `generated_at` must be timezone-aware and is kept in UTC (the same instant, so equal to what was
     given); `source_item_count` counts the history items summarized; `split_turn` says the cut fell
-    inside a turn, whose prefix was summarized separately.
+    inside a turn, whose prefix was summarized separately. `files` names the files the work edited or
+    created: it survives every merge (bounded by the list cap like the other lists).
     """
 
     goal: str = ""
@@ -38,6 +39,7 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     next_steps: tuple[str, ...] = ()
     critical_context: tuple[str, ...] = ()
     process_snapshots: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
     generated_at: Annotated[datetime, msgspec.Meta(tz=True)] | None = None
     source_item_count: Annotated[int, msgspec.Meta(ge=0)] = 0
     split_turn: bool = False
@@ -67,6 +69,7 @@ LIST_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
     ("next_steps", "Next steps"),
     ("critical_context", "Critical context"),
     ("process_snapshots", "Process snapshots"),
+    ("files", "Files"),
 )
 _LIST_FIELDS: Final = frozenset(name for name, _ in LIST_SECTIONS)
 EMPTY_MARKER: Final = "_none_"
@@ -82,7 +85,8 @@ Reply with one JSON object of this shape (every list holds short plain strings; 
   "key_decisions": ["decisions taken, and why"],
   "next_steps": ["what to do next, in order"],
   "critical_context": ["facts the work depends on: paths, names, commands, errors, values"],
-  "process_snapshots": ["state of running processes, servers and jobs"]
+  "process_snapshots": ["state of running processes, servers and jobs"],
+  "files": ["paths of the files the work edited or created, exactly as the tools named them"]
 }
 Leave out generated_at, source_item_count and split_turn: the caller sets them."""
 
@@ -133,6 +137,7 @@ def merge(previous: Checkpoint, delta: Checkpoint, *, cap: int = LIST_CAP) -> Ch
         next_steps=union("next_steps", leaving=finished),
         critical_context=union("critical_context"),
         process_snapshots=union("process_snapshots"),
+        files=union("files"),
         generated_at=delta.generated_at,
         source_item_count=previous.source_item_count + delta.source_item_count,
         split_turn=delta.split_turn,

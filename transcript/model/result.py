@@ -44,6 +44,11 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     round: a round that writes twice (its micro step, then its full step) records twice under one id,
     and the later record supersedes the earlier. `version` is the version of the record's event (0
     for a round that recorded nothing); it is set when the record is read, never predicted.
+
+    Failures are kept, type and message, at most 500 characters each: `summarizer_error` is what the
+    model summarizer raised this round (after its retries), `parse_error` why its reply could not be
+    read as a checkpoint; `last_error` is the breaker's memory of the latest such failure, carried
+    from round to round until a round's model call succeeds.
     """
 
     outcome: Outcome
@@ -78,6 +83,9 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     summary_input_tokens: int = 0
     summary_output_tokens: int = 0
     kept_steps: int = 0
+    summarizer_error: str = ""
+    parse_error: str = ""
+    last_error: str = ""
 
     @property
     def saved_tokens(self) -> int:

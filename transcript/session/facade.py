@@ -451,7 +451,7 @@ class Transcript:
 
     def status(self) -> Status:
         """Light status: goal, last compaction, token estimate, breaker (SPEC §7)."""
-        from planner.summary import clip, latest_goal
+        from planner.intent import clip, task_goal
 
         view = self.visible_messages()
         live = self._live
@@ -466,7 +466,7 @@ class Transcript:
             visible_messages=len(view),
             view_tokens=view.tokens,
             stored_tokens=live.stored_tokens,
-            goal=clip(goal or latest_goal([entry.message for entry in live.entries]), 300),
+            goal=clip(goal or task_goal([entry.message for entry in live.entries]), 300),
             last_outcome=last.outcome if last else None,
             last_strategy=last.strategy if last else None,
             rounds=len(results),
@@ -484,6 +484,7 @@ class Transcript:
             )
             if checkpoint is not None
             else Overview(),
+            last_error=last.last_error if last else "",
         )
 
     def _options(

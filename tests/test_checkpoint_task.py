@@ -1,0 +1,301 @@
+"""The checkpoint keeps the task, accumulates over rounds, and keeps failures: issue 14.
+
+The goal is the first real user request (command wrappers read for their arguments, harness markup,
+observations, demonstrations and continuation prompts never taken), a later redirect follows it and
+answers become decisions; a model summarizer's reply is merged into the previous checkpoint; a split
+turn's part is sent once; errors ride on the result, the breaker and `status()`; the host is asked to
+re-inject after every full step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from mutate.breaker import Breaker
+from planner import CompactConfig
+from planner.config import InvalidConfig
+from planner.intent import answers, constraints, edited_files, first_request, is_answer, task_goal
+from planner.summary import LocalSummarizer, SummaryRequest, prompt_text
+from tests.test_full import GOAL, _grow, _over
+from transcript import Message, Store, ToolCall, Transcript
+from transcript.formats import detect_format, parse
+from transcript.model.checkpoint import Checkpoint, parse_checkpoint, to_json, to_markdown
+
+FORMATS = Path(__file__).resolve().parent.parent / "fixtures" / "formats"
+
+
+def _call(name: str, **arguments: object) -> Message:
+    return Message.assistant("", tool_calls=[ToolCall(id=f"id-{name}", name=name, input=dict(arguments))])
+
+
+def test_a_slash_command_is_read_for_its_arguments_and_markup_is_no_request() -> None:
+    messages = [
+        Message.user(
+            "<command-message>review is running…</command-message>\n<command-name>/review</command-name>"
+            "\n<command-args>check the cache module for races</command-args>"
+        ),
+        Message.user("<command-name>/clear</command-name><command-message>clear</command-message>"),
+        Message.user("<local-command-stdout>(no content)</local-command-stdout>"),
+        Message.user("[Request interrupted by user for tool use]"),
+        Message.continuation("Continue with the task from where you stopped."),
+    ]
+    assert first_request(messages) == "check the cache module for races"
+    assert task_goal(messages) == "check the cache module for races"  # nothing after it is a request
+    only_markup = [Message.user("<command-name>/compact</command-name><command-args></command-args>")]
+    assert first_request(only_markup) == ""
+
+
+def test_observations_and_demonstrations_are_never_the_task() -> None:
+    demo = Message.user("Here is a demonstration: fix a typo", metadata={"demo": True})
+    task = Message.user("Fix the date parser so that it accepts ISO weeks.")
+    output = Message.user("<bash-stdout>total 0</bash-stdout>")
+    assert first_request([demo, output, task]) == task.text
+
+
+def test_a_redirect_follows_the_task_and_answers_become_decisions() -> None:
+    messages = [
+        Message.user(GOAL),
+        Message.assistant("Shall I also fix the tests?"),
+        Message.user("yes, fix it"),
+        Message.user("do you have a link to the docs?"),
+        Message.user("Actually, leave the parser and port the CLI to click instead. Don't touch the tests."),
+    ]
+    goal = task_goal(messages)
+    assert goal.startswith(GOAL) and goal.endswith("port the CLI to click instead. Don't touch the tests.")
+    assert answers(messages) == ["user: yes, fix it", "user: do you have a link to the docs?"]
+    assert constraints(messages) == ["Don't touch the tests."]
+    assert is_answer("continue") and is_answer("ok, go ahead with the second option")
+    assert not is_answer("Thanks! Please update CLAUDE.md for current changes")
+
+
+def test_the_local_summary_keeps_the_first_request_across_later_answers() -> None:
+    t = Store.open(":memory:", tokenizer="chars/4").session("s")
+    t.append(Message.user(GOAL))
+    _grow(t, 6)
+    t.append(Message.user("yes, fix it"))
+    _grow(t, 10, start=10)
+    checkpoint = t.compact(budget_tokens=_over(t, 2.0)).checkpoint
+    assert checkpoint is not None and checkpoint.goal == GOAL
+    assert "user: yes, fix it" in checkpoint.key_decisions
+    assert t.status().goal == GOAL
+
+
+@pytest.mark.parametrize(
+    ("call", "path"),
+    [
+        (_call("Write", file_path="/a/new.py", content="x"), "/a/new.py"),
+        (_call("MultiEdit", file_path="/a/b.py", edits=[]), "/a/b.py"),
+        (_call("NotebookEdit", notebook_path="/a/n.ipynb", new_source="x"), "/a/n.ipynb"),
+        (_call("str_replace_editor", command="insert", path="/w/c.c", new_str="x"), "/w/c.c"),
+        (_call("write_file", file_path="/g/w.rs", content="x"), "/g/w.rs"),
+        (_call("replace", file_path="/g/r.rs", old_string="a", new_string="b"), "/g/r.rs"),
+    ],
+    ids=[
+        "claude-write",
+        "claude-multiedit",
+        "notebook",
+        "openhands-insert",
+        "gemini-write",
+        "gemini-replace",
+    ],
+)
+def test_edited_files_per_format(call: Message, path: str) -> None:
+    assert edited_files([call]) == [path]
+
+
+def test_views_and_reads_are_not_edits() -> None:
+    reads = [
+        _call("str_replace_editor", command="view", path="/w/c.c"),
+        _call("Read", file_path="/a/b.py"),
+        _call("open", path="src/x.py"),
+    ]
+    assert edited_files(reads) == []
+
+
+def test_swe_agent_edits_change_the_file_open_and_codex_patches_name_theirs() -> None:
+    opened = [
+        _call("open", path="src/x.py"),
+        _call("edit", search="a", replace="b"),
+        _call("create", filename="r.py"),
+    ]
+    assert edited_files(opened) == ["src/x.py", "r.py"]
+    text_actions = [
+        Message.assistant("Let me open it.\n\n```\nopen pkg/handler.py 293\n```"),
+        Message.assistant("Now fix it.\n\n```\nedit 287:295\n    pass\nend_of_edit\n```"),
+    ]
+    assert edited_files(text_actions) == ["pkg/handler.py"]
+    path = FORMATS / "codex" / "rollout_0.80.0_built.jsonl"
+    (session,) = parse(path, detect_format(path))
+    assert edited_files(session.messages) == ["cli.py"]  # from the apply_patch header
+
+
+class OnlyNew:
+    """A model summarizer in checkpoint-delta style: it returns only what is new in each request."""
+
+    def __init__(self) -> None:
+        self.round = 0
+
+    def __call__(self, request: SummaryRequest) -> str:
+        self.round += 1
+        n = self.round
+        reply = {"goal": "keep going", "done": [f"step {n} done"], "key_decisions": [f"decision {n}"]}
+        if n == 1:
+            reply["next_steps"] = ["step 2", "step 3"]
+        elif n == 2:
+            reply["done"] = ["step 2"]
+        return msgspec.json.encode(reply).decode()
+
+
+def test_a_delta_round_keeps_what_the_model_left_out_over_three_rounds() -> None:
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=OnlyNew())
+    t.append(Message.user(GOAL))
+    checkpoints = []
+    for start in (0, 100, 200):
+        _grow(t, 12, start=start, tool="Edit")
+        result = t.compact(budget_tokens=_over(t, 2.0))
+        assert result.outcome == "full_applied" and not result.fallback_used
+        checkpoints.append(result.checkpoint)
+    first, second, third = checkpoints
+    assert first is not None and second is not None and third is not None
+    assert third.key_decisions == ("decision 1", "decision 2", "decision 3")
+    assert third.done == ("step 1 done", "step 2", "step 3 done")
+    assert third.next_steps == ("step 3",)  # step 2 is done: it left the next steps
+    # The model's goal lacks the task: the task leads, the model's aim follows it.
+    assert third.goal.startswith(GOAL) and "keep going" in third.goal
+    # Every file edited in the summarized history survives the merges.
+    assert {"src/m0.py", "src/m100.py", "src/m200.py"} <= set(third.files)
+
+
+def test_the_list_cap_is_configurable_and_drops_the_oldest_items() -> None:
+    with pytest.raises(InvalidConfig, match="checkpoint_list_cap"):
+        CompactConfig(checkpoint_list_cap=0)
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=OnlyNew())
+    t.append(Message.user(GOAL))
+    config = CompactConfig(checkpoint_list_cap=2)
+    for start in (0, 100, 200):
+        _grow(t, 12, start=start, tool="Edit")
+        checkpoint = t.compact(budget_tokens=_over(t, 2.0), config=config).checkpoint
+    assert checkpoint is not None
+    assert checkpoint.key_decisions == ("decision 2", "decision 3")
+    assert len(checkpoint.files) == 2 and checkpoint.files[-1].startswith("src/m2")
+
+
+def test_a_split_turn_is_sent_once_in_its_own_section() -> None:
+    seen: list[SummaryRequest] = []
+
+    def model(request: SummaryRequest) -> str:
+        seen.append(request)
+        return '{"goal": "g"}'
+
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=model)
+    t.append(Message.user("an older request that opened the first turn"))
+    _grow(t, 4)
+    t.append(Message.user("could you also look at the readers?"))
+    _grow(t, 16, start=10)
+    result = t.compact(budget_tokens=_over(t, 2.0))
+    assert result.split_turn and seen
+    prompt = prompt_text(seen[0])
+    assert prompt.count("could you also look at the readers?") == 1
+    assert prompt.count("step 10: reading src/m10.py") == 1
+    turn = prompt.index("The current turn began before the cut")
+    assert prompt.index("could you also look at the readers?") > turn
+    assert prompt.index("an older request") < turn
+
+
+def test_a_failing_summarizer_leaves_its_error_on_the_result_the_breaker_and_status() -> None:
+    def broken(request: SummaryRequest) -> str:
+        raise RuntimeError("HTTP 529 overloaded " + "x" * 2_000)
+
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=broken)
+    t.append(Message.user(GOAL))
+    _grow(t, 20)
+    result = t.compact(budget_tokens=_over(t, 2.0))
+    assert result.fallback_used and result.failed
+    assert result.summarizer_error.startswith("RuntimeError: HTTP 529 overloaded")
+    assert len(result.summarizer_error) < 600  # bounded: 500 chars and the clipping note
+    assert result.last_error == result.summarizer_error
+    assert Breaker.after(result).last_error == result.summarizer_error
+    assert t.status().last_error == result.summarizer_error
+
+
+def test_a_reply_that_does_not_parse_keeps_its_parse_error() -> None:
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=lambda request: "Sure! Done.")
+    t.append(Message.user(GOAL))
+    _grow(t, 20)
+    result = t.compact(budget_tokens=_over(t, 2.0))
+    assert result.fallback_used and result.failed and not result.summarizer_error
+    assert result.parse_error.startswith("CheckpointParseError: no checkpoint found")
+    assert t.status().last_error == result.parse_error
+    # A later round whose model call succeeds clears what the breaker kept.
+    t.summarizer = lambda request: '{"goal": "x", "done": ["ok"]}'
+    _grow(t, 20, start=100)
+    again = t.compact(budget_tokens=_over(t, 2.0))
+    assert again.outcome == "full_applied" and not again.failed
+    assert again.last_error == "" and t.status().last_error == ""
+
+
+def test_the_host_is_asked_to_reinject_even_without_a_read() -> None:
+    asked: list[tuple[Sequence[str], int]] = []
+
+    def skills(paths: Sequence[str], budget: int) -> list[tuple[str, str]]:
+        asked.append((paths, budget))
+        return [("skill: release-notes", "Write release notes as a bulleted list. " * 400)]
+
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", reinject=skills)
+    t.append(Message.user(GOAL))
+    _grow(t, 20, tool="Bash")
+    config = CompactConfig(reinject_max_tokens=200)
+    result = t.compact(budget_tokens=_over(t, 2.0), config=config)
+    assert result.outcome == "full_applied"
+    assert asked and list(asked[0][0]) == [] and asked[0][1] <= 200
+    (summary,) = [m for m in t.visible_messages().messages if m.kind == "summary"]
+    assert "### skill: release-notes" in summary.text and "Write release notes" in summary.text
+    reinjected = summary.text[summary.text.index("### skill: release-notes") :]
+    assert len(reinjected) <= 200 * 4 + 100  # the budget, with the clipping note and the fences
+
+
+def test_files_round_trip_in_both_forms_and_local_merges_keep_them() -> None:
+    checkpoint = Checkpoint(goal="g", files=("a.py", "b/c.ts"))
+    assert parse_checkpoint(to_markdown(checkpoint)) == checkpoint
+    assert parse_checkpoint(to_json(checkpoint)) == checkpoint
+    request = SummaryRequest(
+        system_prompt="",
+        items=("[assistant → Write] {}",),
+        messages=(_call("Write", file_path="d.py", content=""),),
+        previous_checkpoint=checkpoint,
+        max_output_tokens=500,
+    )
+    assert LocalSummarizer().checkpoint(request).files == ("a.py", "b/c.ts", "d.py")
+
+
+def test_a_model_goal_that_holds_the_task_is_kept() -> None:
+    def model(request: SummaryRequest) -> str:
+        return msgspec.json.encode({"goal": f"{GOAL}; now on the week-number edge cases"}).decode()
+
+    t: Transcript = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=model)
+    t.append(Message.user(GOAL))
+    _grow(t, 20)
+    checkpoint = t.compact(budget_tokens=_over(t, 2.0)).checkpoint
+    assert checkpoint is not None and checkpoint.goal == f"{GOAL}; now on the week-number edge cases"
+
+
+def test_the_continuation_prompt_names_the_files_edited() -> None:
+    t = Store.open(":memory:", tokenizer="chars/4").session("s")
+    t.append(Message.user(GOAL))
+    _grow(t, 20, tool="Write")
+    result = t.compact(budget_tokens=_over(t, 2.0))
+    prompt = t.continuation_prompt(result)
+    assert "Files edited:\n- src/m0.py" in prompt
+
+
+def test_the_task_said_again_is_no_answer() -> None:
+    messages = [
+        Message.user("fix tests"),
+        Message.user("Operation stopped by hook: busy"),
+        Message.user("fix tests"),
+    ]
+    assert task_goal(messages) == "fix tests" and answers(messages) == []
