@@ -95,7 +95,7 @@ def prepare_full(
         # The turn's messages before the cut are the end of `items`: naming its opening message is
         # enough (repeating them all doubled what a summarizer is sent).
         turn_prefix=clip(serialize(prefix[0]), TURN_OPENING_CHARS) if prefix else "",
-        goal_hint=latest_goal([entry.message for entry in snapshot.entries]),
+        goal_hint=_goal_hint(snapshot, summarized),
     )
     return PreparedFull(
         cut=cut, request=request, previous=previous, aggressive=aggressive, read_paths=_read_paths(summarized)
@@ -198,3 +198,10 @@ def _read_paths(messages: Sequence[Message]) -> tuple[str, ...]:
                     paths.pop(path, None)
                     paths[path] = None
     return tuple(paths)
+
+
+def _goal_hint(snapshot: TranscriptSnapshot, summarized: Sequence[Message]) -> str:
+    """The user's latest goal, unless the conversation sent to the summarizer already ends with it
+    as its latest goal (said once: the request carries only what is summarised)."""
+    goal = latest_goal([entry.message for entry in snapshot.entries])
+    return "" if goal and goal == latest_goal(list(summarized)) else goal

@@ -430,6 +430,28 @@ def test_a_full_round_records_its_summarizer_request_and_answer() -> None:
     assert result.summary_output_tokens == count(to_json(answer))
 
 
+def test_the_summarizer_is_told_the_goal_once() -> None:
+    """A goal among the messages being summarised is not repeated as a hint; a goal the summary does
+    not see (it stays in the kept window) is."""
+    asked: list[SummaryRequest] = []
+
+    def model(request: SummaryRequest) -> str:
+        asked.append(request)
+        return '{"goal": "make the parser accept ISO weeks"}'
+
+    t = _long_session(PRICED)
+    t.compact(budget_tokens=_budget(t, 1.0), summarizer=model)
+    assert asked[-1].goal_hint == "" and "The user's latest goal" not in prompt_text(asked[-1])
+    assert "make the parser accept ISO weeks" in asked[-1].conversation
+    for n in range(30, 40):
+        _step(t, n, 300)
+    t.append(Message.user("now also accept ordinal dates"))
+    _step(t, 40, 300)
+    t.compact(budget_tokens=_budget(t, 1.0), summarizer=model)
+    assert asked[-1].goal_hint == "now also accept ordinal dates"
+    assert "now also accept ordinal dates" not in asked[-1].conversation
+
+
 def test_a_corpus_session_costs_less_under_the_priced_policy() -> None:
     """The economics on one recorded sub-agent session at 40% of its final view: cheaper than the
     previous policy, fewer prefix breaks, no futile full round, never over budget when the newest
