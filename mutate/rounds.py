@@ -42,7 +42,7 @@ from planner.full import (
     summary_message,
 )
 from planner.micro import MicroPlan, plan_emergency, plan_micro, stale_boundary
-from planner.payback import expected_calls, invalidated_tokens, micro_economics
+from planner.payback import choose_micro, expected_calls, invalidated_tokens, micro_economics
 from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, clip, prompt_text
 from planner.trigger import determine_compact_action
 from transcript.model.checkpoint import Checkpoint, to_json, to_markdown
@@ -164,18 +164,30 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         and config.emergency_path
         and irreducible_tokens(snapshot, config, system_tokens=system) > budget_tokens
     )
-    economics = _micro_economics(given, config, budget_tokens, plan) if plan else None
+    # A round the user asked for is not gated: they decided it is worth its cache break.
+    gated = config.payback_gate and not manual and not force
+    cheap = (
+        _cheapest_defence(given, config, budget_tokens, plan) if gated and defend and not hopeless else None
+    )
+    economics = None
+    if cheap is not None:
+        plan, economics = cheap
+    elif plan and gated and not defend:
+        chosen = _chosen_micro(given, config, budget_tokens, plan)
+        if chosen is not None:
+            plan, economics = chosen
+    elif plan:
+        economics = _micro_economics(given, config, budget_tokens, plan)
     action = determine_compact_action(
         given.view_tokens,
         budget_tokens,
         config,
         micro_savings=plan.estimated_saved_tokens,
         force=force,
-        # A round the user asked for is not gated: they decided it is worth its cache break.
-        economics=economics if config.payback_gate and not manual else None,
+        economics=economics if gated else None,
         floor_over_budget=hopeless and not force,
     )
-    path: RoundPath = ""
+    path: RoundPath = "emergency" if cheap is not None and _reaches_kept_steps(given, config, plan) else ""
     if action.kind in ("micro_then_full", "full"):
         path = "standard"
         if config.emergency_path and not hopeless:
@@ -267,6 +279,50 @@ def _micro_economics(
         budget_tokens=budget,
         stored_tokens=given.stored_tokens,
     )
+
+
+def _chosen_micro(
+    given: RoundInput, config: CompactConfig, budget: int, plan: MicroPlan
+) -> tuple[MicroPlan, RoundEconomics] | None:
+    """Below the full threshold: the part of `plan` whose cache break pays back best."""
+    return choose_micro(
+        given.snapshot,
+        config,
+        plan,
+        view_tokens_now=given.view_tokens,
+        budget_tokens=budget,
+        stored_tokens=given.stored_tokens,
+    )
+
+
+def _cheapest_defence(
+    given: RoundInput, config: CompactConfig, budget: int, plan: MicroPlan
+) -> tuple[MicroPlan, RoundEconomics] | None:
+    """At the full threshold, a micro round that takes the view under the micro threshold, if one does:
+    it defends the budget without asking for a summary. Besides stale results it may shorten those
+    of recent steps that a full round would not keep whole anyway (never the newest step), and it
+    breaks the cache as late as it can."""
+    if not config.emergency_path:
+        return None
+    snapshot = given.snapshot
+    room = config.target_tokens(budget) - config.summary_allowance(budget)
+    floor = emergency_floor(snapshot, config, room, system_tokens=given.system_tokens)
+    wider = plan.extended(plan_emergency(snapshot, config, need=given.view_tokens, before=floor))
+    return choose_micro(
+        snapshot,
+        config,
+        wider,
+        view_tokens_now=given.view_tokens,
+        budget_tokens=budget,
+        stored_tokens=given.stored_tokens,
+        need=given.view_tokens - math.floor(config.micro_compact_threshold * budget) + 1,
+    )
+
+
+def _reaches_kept_steps(given: RoundInput, config: CompactConfig, plan: MicroPlan) -> bool:
+    """Whether a plan shortens results of the recent steps a standard round keeps whole."""
+    boundary = stale_boundary(given.snapshot, config)
+    return any(seq >= boundary for _, seq in plan.positions)
 
 
 def _with_economics(result: CompactResult, economics: RoundEconomics) -> CompactResult:

@@ -74,6 +74,14 @@ class RoundEconomics(msgspec.Struct, frozen=True, kw_only=True):
         return self.freed_tokens > 0 and self.payback_calls <= self.expected_calls
 
 
+def net_gain(economics: RoundEconomics, pricing: CachePricing, summary_cost: float = 0.0) -> float:
+    """What a round is expected to save over the calls expected after it, less what it costs (the
+    cache it invalidates, its summary): the measure that ranks candidate rounds."""
+    freed = economics.freed_tokens
+    saved = pricing.write * freed + pricing.read * freed * economics.expected_calls
+    return saved - (pricing.write - pricing.read) * economics.invalidated_tokens - summary_cost
+
+
 def payback_calls(freed: int, invalidated: int, pricing: CachePricing, summary_cost: float = 0.0) -> float:
     """Later calls needed before freeing `freed` tokens has paid for invalidating `invalidated` (and
     for a summary, when the round asks for one)."""

@@ -104,7 +104,7 @@ def prepare_full(
         max_output_tokens=max_tokens,
         # The split turn's part before the cut ends the items; the prompt shows it once, on its own.
         prefix_items=len(cut.turn_prefix),
-        goal_hint=task_goal([entry.message for entry in snapshot.entries]),
+        goal_hint=_goal_hint(snapshot, messages),
         list_cap=config.checkpoint_list_cap,
     )
     return PreparedFull(
@@ -257,3 +257,10 @@ def _read_paths(messages: Sequence[Message]) -> tuple[str, ...]:
                     paths.pop(path, None)
                     paths[path] = None
     return tuple(paths)
+
+
+def _goal_hint(snapshot: TranscriptSnapshot, summarized: Sequence[Message]) -> str:
+    """The task the user gave, unless the conversation sent to the summarizer already holds the same
+    task (said once: the request carries only what is summarised)."""
+    goal = task_goal([entry.message for entry in snapshot.entries])
+    return "" if goal and goal == task_goal(summarized) else goal

@@ -82,12 +82,45 @@ class MicroPlan(msgspec.Struct, frozen=True, kw_only=True):
     def __bool__(self) -> bool:
         return bool(self.entries)
 
+    def from_seq(self, first: int) -> MicroPlan:
+        """The part of the plan that changes messages at `first` or later, so the cache before `first`
+        stays valid. The cursor stops at the first message left out: a later round sees it again."""
+        kept = {name for name, seq in self.positions if seq >= first}
+        left_out = [seq for name, seq in self.positions if name not in kept]
+        entries = tuple(entry for entry in self.entries if entry.message_id in kept)
+        return msgspec.structs.replace(
+            self,
+            entries=entries,
+            estimated_saved_tokens=sum(entry_saving(entry) for entry in entries),
+            scanned_to=min([*left_out, self.scanned_to]),
+            positions=tuple((name, seq) for name, seq in self.positions if name in kept),
+        )
+
+    def savings_from(self) -> list[tuple[int, int]]:
+        """(seq, tokens freed by the plan's entries at that seq or later), newest seq first."""
+        by_seq: dict[int, int] = {}
+        seqs = dict(self.positions)
+        for entry in self.entries:
+            seq = seqs[entry.message_id]
+            by_seq[seq] = by_seq.get(seq, 0) + entry_saving(entry)
+        freed = 0
+        out: list[tuple[int, int]] = []
+        for seq in sorted(by_seq, reverse=True):
+            freed += by_seq[seq]
+            out.append((seq, freed))
+        return out
+
     def seq_of(self, message_id: str) -> int | None:
         """The `seq` of a message the plan names (None when it does not know it)."""
         for name, seq in self.positions:
             if name == message_id:
                 return seq
         return None
+
+
+def entry_saving(entry: DirectiveEntry) -> int:
+    """What one proposed directive entry is estimated to free."""
+    return max(0, entry.original_tokens - entry.rendered_tokens)
 
 
 def stale_boundary(snapshot: TranscriptSnapshot, config: CompactConfig) -> int:
@@ -136,15 +169,20 @@ def plan_micro(
     )
 
 
-def plan_emergency(snapshot: TranscriptSnapshot, config: CompactConfig, *, need: int) -> MicroPlan:
+def plan_emergency(
+    snapshot: TranscriptSnapshot, config: CompactConfig, *, need: int, before: int | None = None
+) -> MicroPlan:
     """Shortening inside the kept recent steps, oldest first, until about `need` tokens are freed.
 
     The same candidates as `plan_micro` (never tool inputs, protected tools, errors or reasoning),
-    taken from the kept steps but never from the newest step, which stays whole. Whole messages
-    are taken, so a plan may free a little more than `need`.
+    taken from the kept steps but never from the newest step, which stays whole (nor, with
+    `before`, from any message at that `seq` or later). Whole messages are taken, so a plan may free
+    a little more than `need`.
     """
     boundary = stale_boundary(snapshot, config)
     newest = snapshot.step_starts[-1] if snapshot.step_starts else len(snapshot.entries)
+    if before is not None:
+        newest = min(newest, before)
     protected = config.protected_names()
     entries: list[DirectiveEntry] = []
     positions: list[tuple[str, int]] = []

@@ -10,10 +10,39 @@ view grows back to that threshold, where a full round would replace the history 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from itertools import accumulate
+
 from planner.config import CompactConfig
 from planner.cut import view_tokens
-from planner.economics import RoundEconomics, round_economics
+from planner.economics import RoundEconomics, net_gain, round_economics
+from planner.micro import MicroPlan
 from transcript.model.snapshot import TranscriptSnapshot
+
+
+def invalidated_from(snapshot: TranscriptSnapshot, seqs: Iterable[int]) -> dict[int, int]:
+    """`invalidated_tokens` for each of `seqs`, in one pass over the entries from the earliest."""
+    wanted = sorted(set(seqs))
+    if not wanted:
+        return {}
+    first = wanted[0]
+    tokens = [0] * (len(snapshot.entries) - first + 1)
+    seen: dict[str, int] = {}
+    summaries: list[tuple[str | None, int]] = []
+    for entry in snapshot.entries[first:]:
+        if entry.flags.excluded:
+            continue
+        if entry.message.kind == "summary":
+            summaries.append((entry.message.anchor, view_tokens(entry)))
+            continue
+        seen[entry.message.id] = entry.seq
+        tokens[entry.seq - first] += view_tokens(entry)
+    for anchor, size in summaries:
+        # A summary shows just before its anchor: it is invalidated with it.
+        if anchor in seen:
+            tokens[seen[anchor] - first] += size
+    suffix = list(accumulate(reversed(tokens)))[::-1]
+    return {seq: suffix[seq - first] for seq in wanted}
 
 
 def invalidated_tokens(snapshot: TranscriptSnapshot, first_seq: int) -> int:
@@ -78,3 +107,46 @@ def micro_economics(
         stored_tokens=stored_tokens,
     )
     return round_economics(freed, invalidated_tokens(snapshot, first_seq), calls, config.cache_pricing)
+
+
+def choose_micro(
+    snapshot: TranscriptSnapshot,
+    config: CompactConfig,
+    plan: MicroPlan,
+    *,
+    view_tokens_now: int,
+    budget_tokens: int,
+    stored_tokens: int,
+    need: int | None = None,
+) -> tuple[MicroPlan, RoundEconomics] | None:
+    """Where a micro round should break the cache, and its economics; None when the plan is empty.
+
+    A micro round changes every candidate from its first changed message on, so the choice is that
+    message: the later, the less cache it invalidates, the less it frees. With `need`, the latest
+    break that frees at least `need` tokens (None when none does). Without it, of the breaks that
+    pay back the one that gains most; when none pays back, the whole plan with its economics (the
+    round then waits, and says why).
+    """
+    points = plan.savings_from()
+    if not points:
+        return None
+    invalidated = invalidated_from(snapshot, (seq for seq, _ in points))
+    pricing = config.cache_pricing
+    options = []
+    for seq, freed in points:
+        calls = expected_calls(
+            snapshot,
+            config,
+            budget_tokens=budget_tokens,
+            view_after=view_tokens_now - freed,
+            stored_tokens=stored_tokens,
+        )
+        options.append((seq, round_economics(freed, invalidated[seq], calls, pricing)))
+    if need is not None:
+        enough = next(((seq, e) for seq, e in options if e.freed_tokens >= need), None)
+        return None if enough is None else (plan.from_seq(enough[0]), enough[1])
+    paying = [(seq, e) for seq, e in options if e.pays_back]
+    if not paying:
+        return plan, options[-1][1]
+    seq, best = max(paying, key=lambda option: net_gain(option[1], pricing))
+    return plan.from_seq(seq), best

@@ -36,7 +36,8 @@ def model(request):
     return '{"goal": "goal", "done": ["ran the steps"], "next_steps": ["carry on"]}'
 
 t = Transcript.open(path, session_id="s", tokenizer="chars/4")
-budget = t.visible_messages().tokens // 2
+# Under a third of the view, shortening results alone cannot defend the budget: a full step follows.
+budget = t.visible_messages().tokens // (2 if kind == "micro" else 3)
 statements = []
 
 def trace(sql):

@@ -228,6 +228,33 @@ def test_the_previous_policy_keeps_the_recent_steps_whole_and_calls_them_irreduc
     assert not recent & set(_truncated(t))
 
 
+def _huge_result_one_step_back(config: CompactConfig) -> Transcript:
+    t = _new(config)
+    for n in range(6):
+        _step(t, n, 300)  # under the threshold: nothing old to shorten
+    _step(t, 6, 8_000)  # one huge result, now in the step before the newest
+    _step(t, 7, 300)  # the newest step
+    return t
+
+
+def test_the_budget_is_defended_by_a_micro_round_when_one_suffices() -> None:
+    """At the full threshold, shortening the huge result of a recent step takes the view under the
+    micro threshold: no summary is asked for, and the cache before that result stays valid."""
+    t = _huge_result_one_step_back(PRICED)
+    before = t.visible_messages().messages
+    huge = next(e.message.id for e in t.messages().entries if e.token_count > 1_500)
+    budget = _budget(t, 0.97)
+    result = t.compact(budget_tokens=budget)
+    after = t.visible_messages().messages
+    assert result.outcome == "micro_applied" and result.checkpoint is None
+    assert result.summary_input_tokens == 0 and result.path == "emergency"
+    assert _truncated(t) == [huge] and result.tokens_after < PRICED.micro_compact_threshold * budget
+    first_changed = next(i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b)
+    assert before[first_changed].id == huge and after[first_changed + 1 :] == before[first_changed + 1 :]
+    previous = _huge_result_one_step_back(PREVIOUS)
+    assert previous.compact(budget_tokens=budget).checkpoint is not None
+
+
 def _long_session(config: CompactConfig) -> Transcript:
     t = _new(config)
     for n in range(30):
@@ -430,10 +457,34 @@ def test_a_full_round_records_its_summarizer_request_and_answer() -> None:
     assert result.summary_output_tokens == count(to_json(answer))
 
 
+def test_the_summarizer_is_told_the_goal_once() -> None:
+    """A goal among the messages being summarised is not repeated as a hint; a goal the summary does
+    not see (it stays in the kept window) is."""
+    asked: list[SummaryRequest] = []
+
+    def model(request: SummaryRequest) -> str:
+        asked.append(request)
+        return '{"goal": "make the parser accept ISO weeks"}'
+
+    t = _long_session(PRICED)
+    t.compact(budget_tokens=_budget(t, 1.0), summarizer=model)
+    assert asked[-1].goal_hint == "" and "The user's latest goal" not in prompt_text(asked[-1])
+    assert prompt_text(asked[-1]).count("make the parser accept ISO weeks") == 1
+    for n in range(30, 40):
+        _step(t, n, 300)
+    t.append(Message.user("now also accept ordinal dates"))
+    _step(t, 40, 300)
+    t.compact(budget_tokens=_budget(t, 1.0), summarizer=model)
+    # The task is the first request with the user's redirect; the redirect is in the kept window.
+    assert asked[-1].goal_hint.endswith("Then the user asked: now also accept ordinal dates")
+    assert "now also accept ordinal dates" not in asked[-1].conversation
+    assert prompt_text(asked[-1]).count("now also accept ordinal dates") == 1
+
+
 def test_a_corpus_session_costs_less_under_the_priced_policy() -> None:
     """The economics on one recorded sub-agent session at 40% of its final view: cheaper than the
-    previous policy, fewer prefix breaks, no futile full round, never over budget when the newest
-    step fits."""
+    previous policy and at least a tenth cheaper than never compacting, fewer prefix breaks, no
+    futile full round, never over budget when the newest step fits."""
     session = max(
         (s for s in parse(CLAUDE_BIG, detect_format(CLAUDE_BIG)) if s.parent_session_id),
         key=lambda s: len(s.messages),
@@ -449,7 +500,7 @@ def test_a_corpus_session_costs_less_under_the_priced_policy() -> None:
             simulate(t, session.messages, budget_tokens=budget, config=config), p0, ANTHROPIC
         )
     priced, previous = runs["priced"], runs["previous"]
-    assert priced.cost < previous.cost and priced.cost < priced.baseline_cost
+    assert priced.cost < previous.cost and priced.cost_ratio < 0.9  # 0.86 when this was written
     assert priced.prefix_breaks <= previous.prefix_breaks
     assert priced.futile_full_rounds == 0 and priced.over_budget_fitting == 0
     assert priced.over_budget_calls <= previous.over_budget_calls
