@@ -19,7 +19,7 @@ round looks only at messages that became stale since, not at the whole session.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import msgspec
 
@@ -144,28 +144,12 @@ def plan_micro(
     """Propose truncations for stale tool results (see the module docstring)."""
     boundary = stale_boundary(snapshot, config)
     start = since if skip_existing_truncated else 0
-    protected = config.protected_names()
-    entries: list[DirectiveEntry] = []
-    positions: list[tuple[str, int]] = []
-    saved = 0
-    examined = 0
-    for entry in snapshot.entries[start:boundary]:
-        examined += 1
-        if skip_existing_truncated and entry.flags.truncated:
-            continue
-        for proposed, estimate in _candidates(snapshot, entry, config, protected):
-            if not positions or positions[-1][0] != entry.message.id:
-                positions.append((entry.message.id, entry.seq))
-            entries.append(proposed)
-            saved += estimate
-    return MicroPlan(
-        session_id=snapshot.session_id,
-        version=snapshot.version,
-        entries=tuple(entries),
-        estimated_saved_tokens=saved,
+    return _scan(
+        snapshot,
+        config,
+        snapshot.entries[start:boundary],
+        skip_truncated=skip_existing_truncated,
         scanned_to=max(boundary, start),
-        examined=examined,
-        positions=tuple(positions),
     )
 
 
@@ -183,15 +167,36 @@ def plan_emergency(
     newest = snapshot.step_starts[-1] if snapshot.step_starts else len(snapshot.entries)
     if before is not None:
         newest = min(newest, before)
+    return _scan(
+        snapshot,
+        config,
+        snapshot.entries[boundary:newest],
+        skip_truncated=True,
+        scanned_to=boundary,
+        need=need,
+    )
+
+
+def _scan(
+    snapshot: TranscriptSnapshot,
+    config: CompactConfig,
+    window: Sequence[Entry],
+    *,
+    skip_truncated: bool,
+    scanned_to: int,
+    need: int | None = None,
+) -> MicroPlan:
+    """The plan of every candidate in `window`, in order (with `need`: until about that much is freed;
+    whole messages are taken)."""
     protected = config.protected_names()
     entries: list[DirectiveEntry] = []
     positions: list[tuple[str, int]] = []
     saved = examined = 0
-    for entry in snapshot.entries[boundary:newest]:
-        if saved >= need:
+    for entry in window:
+        if need is not None and saved >= need:
             break
         examined += 1
-        if entry.flags.truncated:
+        if skip_truncated and entry.flags.truncated:
             continue
         for proposed, estimate in _candidates(snapshot, entry, config, protected):
             if not positions or positions[-1][0] != entry.message.id:
@@ -203,7 +208,7 @@ def plan_emergency(
         version=snapshot.version,
         entries=tuple(entries),
         estimated_saved_tokens=saved,
-        scanned_to=boundary,
+        scanned_to=scanned_to,
         examined=examined,
         positions=tuple(positions),
     )

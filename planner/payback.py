@@ -51,18 +51,9 @@ def invalidated_tokens(snapshot: TranscriptSnapshot, first_seq: int) -> int:
     Reads only the entries from `first_seq` on (a summary shown among them counts when its anchor is
     one of them), so a round near the end of a long session costs what its tail costs.
     """
-    total = 0
-    tail_ids: set[str] = set()
-    summaries: list[tuple[str | None, int]] = []
-    for entry in snapshot.entries[first_seq:]:
-        if entry.flags.excluded:
-            continue
-        if entry.message.kind == "summary":
-            summaries.append((entry.message.anchor, view_tokens(entry)))
-            continue
-        tail_ids.add(entry.message.id)
-        total += view_tokens(entry)
-    return total + sum(tokens for anchor, tokens in summaries if anchor in tail_ids)
+    if first_seq >= len(snapshot.entries):
+        return 0
+    return invalidated_from(snapshot, [first_seq])[first_seq]
 
 
 def expected_calls(

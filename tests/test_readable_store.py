@@ -201,3 +201,27 @@ def test_each_round_s_economics_are_columns(store_file: Path) -> None:
         for c in results
     ]
     assert any(r["invalidated_tokens"] for r in rows) and any(r["summary_input_tokens"] for r in rows)
+
+
+def test_a_failed_summarizer_is_a_column_of_its_round(tmp_path: Path) -> None:
+    def broken(request: object) -> str:
+        raise RuntimeError("the model is down")
+
+    def chatty(request: object) -> str:
+        return "I cannot summarise that."
+
+    path = tmp_path / "t.db"
+    with Transcript.open(path, session_id="s", tokenizer="chars/4") as t:
+        for n in range(8):
+            t.append(Message.user(f"request {n}: " + "words " * 200))
+            t.append(Message.assistant(f"reply {n}: " + "more " * 200))
+        first = t.compact(budget_tokens=2_000, force=True, summarizer=broken)
+        t.append(Message.user("one more request " + "words " * 200))
+        second = t.compact(budget_tokens=2_000, force=True, summarizer=chatty)
+    rows = _sql(path, "SELECT summarizer_error, parse_error FROM compactions ORDER BY version")
+    assert [(r["summarizer_error"], r["parse_error"]) for r in rows] == [
+        (first.summarizer_error or None, first.parse_error or None),
+        (second.summarizer_error or None, second.parse_error or None),
+    ]
+    assert "RuntimeError: the model is down" in str(rows[0]["summarizer_error"])
+    assert rows[1]["parse_error"] and rows[1]["summarizer_error"] is None

@@ -260,7 +260,9 @@ VIEWS: Final = (
         coalesce(json_extract(c.payload, '$.result.expected_calls'), 0) AS expected_calls,
         json_extract(c.payload, '$.result.payback_calls') AS payback_calls,
         coalesce(json_extract(c.payload, '$.result.summary_input_tokens'), 0) AS summary_input_tokens,
-        coalesce(json_extract(c.payload, '$.result.summary_output_tokens'), 0) AS summary_output_tokens
+        coalesce(json_extract(c.payload, '$.result.summary_output_tokens'), 0) AS summary_output_tokens,
+        nullif(json_extract(c.payload, '$.result.summarizer_error'), '') AS summarizer_error,
+        nullif(json_extract(c.payload, '$.result.parse_error'), '') AS parse_error
     FROM events AS c
     WHERE c.kind = 'compaction_recorded'
       AND NOT EXISTS (
