@@ -37,6 +37,8 @@ CONTINUATION_HINT: Final = (
 REINJECT_HEADING: Final = "## Re-injected context"
 # The least of the goal `fit` keeps when a checkpoint must shrink (the task's opening survives).
 GOAL_FLOOR_CHARS: Final = 250
+# Between the task and a model's own goal when that goal lost the task.
+CURRENT_AIM: Final = "\n\nCurrent aim: "
 # How long a summarizer error or a parse error is kept on a round's result.
 ERROR_CHARS: Final = 500
 # The list sections `fit` drops items from, oldest first, when a checkpoint is too large.
@@ -121,6 +123,8 @@ def building_on(aggressive: PreparedFull, first: PreparedFull, checkpoint: Check
         messages=aggressive.request.messages[already:],
         prefix_items=min(aggressive.request.prefix_items, len(aggressive.request.items[already:])),
         previous_checkpoint=checkpoint,
+        # The hint was left out when the whole request held the task; what is left of it may not.
+        goal_hint=aggressive.request.goal_hint or task_goal(aggressive.request.messages),
     )
     return msgspec.structs.replace(aggressive, request=request, previous=first.previous)
 
@@ -176,6 +180,7 @@ def anchored_goal(goal: str, request: SummaryRequest) -> str:
     """A model's goal that keeps the task: as given when it holds the opening of the task the user
     gave (or there is none to keep), else the task followed by the model's goal."""
     previous = request.previous_checkpoint.goal if request.previous_checkpoint is not None else ""
+    previous = previous.split(CURRENT_AIM, 1)[0]  # the task, without an aim an earlier reply added
     task = request.goal_hint or previous or first_request(request.messages)
     if not task.strip():
         return goal
@@ -183,7 +188,7 @@ def anchored_goal(goal: str, request: SummaryRequest) -> str:
         return "" if previous.strip() and contains_task(previous, task) else task
     if contains_task(goal, task):
         return goal
-    return f"{task}\n\nCurrent aim: {clip(goal.strip(), 500)}"
+    return f"{task}{CURRENT_AIM}{clip(goal.strip(), 500)}"
 
 
 def bounded_error(error: BaseException) -> str:
@@ -192,14 +197,22 @@ def bounded_error(error: BaseException) -> str:
 
 
 def fit(checkpoint: Checkpoint, max_chars: int) -> Checkpoint:
-    """The checkpoint with its oldest list items dropped until its markdown fits `max_chars`."""
+    """The checkpoint made to fit `max_chars` of markdown: the oldest items of its longest list dropped
+    first, then its goal clipped (its opening kept), then the oldest files edited dropped (they
+    re-orient the model best, so they go last)."""
+    floor = max(GOAL_FLOOR_CHARS, max_chars // 4)
+    goal_clipped = False
     while len(to_markdown(checkpoint)) > max_chars:
         longest = max(_FIT_SECTIONS, key=lambda name: len(getattr(checkpoint, name)))
-        items = getattr(checkpoint, longest)
-        if not items:
-            goal = clip(checkpoint.goal, max(GOAL_FLOOR_CHARS, max_chars // 4))
-            return msgspec.structs.replace(checkpoint, goal=goal)
-        checkpoint = msgspec.structs.replace(checkpoint, **{longest: items[1:]})
+        if getattr(checkpoint, longest):
+            checkpoint = msgspec.structs.replace(checkpoint, **{longest: getattr(checkpoint, longest)[1:]})
+        elif not goal_clipped:
+            checkpoint = msgspec.structs.replace(checkpoint, goal=clip(checkpoint.goal, floor))
+            goal_clipped = True
+        elif checkpoint.files:
+            checkpoint = msgspec.structs.replace(checkpoint, files=checkpoint.files[1:])
+        else:
+            break
     return checkpoint
 
 

@@ -140,16 +140,21 @@ def answers(messages: Sequence[Message], *, task: str | None = None) -> list[str
     when `messages` are only part of it (its first request is then left out wherever it appears);
     without it, the first request of `messages` is the task."""
     found = list(requests(messages))
+    goal = task if task is not None else task_goal(messages)
     task = found[0] if task is None and found else task or ""
     later = [text for text in found if not _opens(task, text)]  # the task said again is no answer
-    redirects = [text for text in later if not is_answer(text)]
     kept: list[str] = []
     for text in later:
         if is_answer(text):
             kept.append(f"user: {clip(text, ANSWER_CHARS)}")
-        elif text is not redirects[-1]:
+        elif not _holds(goal, text):  # a redirect the goal does not carry
             kept.append(f"user asked: {clip(text, ANSWER_CHARS)}")
     return kept
+
+
+def _holds(goal: str, text: str) -> bool:
+    """Whether a goal carries this request (its opening, as `task_goal` quotes a redirect)."""
+    return bool(goal) and normalize(text)[:200] in normalize(goal)
 
 
 def _opens(goal: str, text: str) -> bool:

@@ -7,13 +7,16 @@ after the reply and its tool results are appended: it stops when the model asked
 (an explicit question, or a call of an ask-the-user tool), when a tool call was refused or awaits
 approval, when the turn has run out of model calls, or when the model ended its turn and automatic
 follow-ups are off or used up; otherwise it continues, with the follow-up prompt when the model had
-ended its turn. A prompt is appended as `Message.continuation(...)`: a `meta` message that no summary
-ever takes for the user's goal. Pure: nothing is read or written but what is passed in.
+ended its turn. A prompt is appended as `Message.continuation(prompt, reason=decision.code)`: a
+`meta` message that no summary ever takes for the user's goal; only `follow_up` ones count against
+`max_auto_follow_ups` (a compaction's re-anchor prompt is no follow-up). Pure: nothing is read or
+written but what is passed in.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Final, Literal
 
 import msgspec
@@ -102,11 +105,20 @@ class LoopPolicy(msgspec.Struct, frozen=True, kw_only=True):
                 raise InvalidArgument(f"{name} must be True or False, not {getattr(self, name)!r}")
         if not isinstance(self.follow_up_prompt, str) or not self.follow_up_prompt.strip():
             raise InvalidArgument("follow_up_prompt must be a non-blank string")
-        msgspec.structs.force_setattr(self, "ask_user_tools", tuple(self.ask_user_tools))
+        tools = self.ask_user_tools
+        if (
+            isinstance(tools, str)
+            or not isinstance(tools, Sequence)
+            or not all(isinstance(t, str) for t in tools)
+        ):
+            raise InvalidArgument(f"ask_user_tools must be a sequence of tool names, not {tools!r}")
+        msgspec.structs.force_setattr(self, "ask_user_tools", tuple(tools))
 
     def after_round(self, result: CompactResult) -> LoopDecision:
         """Before the model call: after a round that compacted the context, re-anchor or stop."""
-        if result.outcome != "full_applied" or result.checkpoint is None:
+        # A full step that left the view over budget (only the newest step would not fit) still
+        # replaced the history with its checkpoint.
+        if result.checkpoint is None or result.outcome not in ("full_applied", "over_budget_irreducible"):
             return _continue("no_compaction", "no summary replaced the history: call the model")
         if not self.continue_after_compact:
             return _stop(
@@ -150,7 +162,7 @@ class LoopPolicy(msgspec.Struct, frozen=True, kw_only=True):
             return _stop("question", f"the model asked the user: {_clip(_last_sentence(reply.text))}")
         if not self.auto_continue:
             return _stop("auto_continue_off", "the model ended its turn")
-        follow_ups = sum(1 for m in since_request if _is_continuation(m))
+        follow_ups = sum(1 for m in since_request if _is_follow_up(m))
         if follow_ups >= self.max_auto_follow_ups:
             return _stop(
                 "max_follow_ups",
@@ -179,8 +191,11 @@ def _since_request(snapshot: TranscriptSnapshot) -> list[Message]:
     return [entry.message for entry in snapshot.entries[first:]]
 
 
-def _is_continuation(message: Message) -> bool:
-    return message.kind == "meta" and bool((message.metadata or {}).get("continuation"))
+def _is_follow_up(message: Message) -> bool:
+    """A follow-up prompt this policy asked for (not a compaction's re-anchor prompt). `True` is how
+    a continuation was marked before it named its reason."""
+    reason = (message.metadata or {}).get("continuation") if message.kind == "meta" else None
+    return reason is True or reason == "follow_up"
 
 
 def _last_sentence(text: str) -> str:

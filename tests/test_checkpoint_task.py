@@ -18,6 +18,7 @@ import pytest
 from mutate.breaker import Breaker
 from planner import CompactConfig
 from planner.config import InvalidConfig
+from planner.full import fit
 from planner.intent import answers, constraints, edited_files, first_request, is_answer, task_goal
 from planner.summary import LocalSummarizer, SummaryRequest, prompt_text
 from tests.test_full import GOAL, _grow, _over
@@ -70,6 +71,45 @@ def test_a_redirect_follows_the_task_and_answers_become_decisions() -> None:
     assert constraints(messages) == ["Don't touch the tests."]
     assert is_answer("continue") and is_answer("ok, go ahead with the second option")
     assert not is_answer("Thanks! Please update CLAUDE.md for current changes")
+
+
+def test_an_earlier_redirect_the_goal_no_longer_carries_is_a_decision() -> None:
+    first, second = "add a regression test for combining characters", "now write the release notes"
+    part = [Message.user(GOAL), Message.assistant("on it"), Message.user(first), Message.assistant("done")]
+    session_task = task_goal([*part, Message.user(second)])  # the cut keeps the second redirect
+    assert answers(part, task=session_task) == [f"user asked: {first}"]
+    assert answers([*part, Message.user(second)]) == [f"user asked: {first}"]  # the goal carries the 2nd
+
+
+def test_the_aggressive_step_keeps_the_task_and_its_redirect_in_the_goal(tmp_path: Path) -> None:
+    redirect = "Actually, instead of that, please rewrite the lexer so that it handles tabs correctly"
+    replies: list[SummaryRequest] = []
+
+    def model(request: SummaryRequest) -> str:
+        replies.append(request)
+        return '{"goal": "rewrite the lexer", "done": ["step"]}'
+
+    for summarizer in (None, model):
+        with Transcript.open(tmp_path / f"{summarizer is None}.db", session_id="s") as t:
+            t.append(Message.system("You are an agent. " + "rule words here now. " * 300))
+            t.append(Message.user("fix the parser module so that unicode input works"))
+            for k in range(13):
+                if k == 10:
+                    t.append(Message.user(redirect))
+                call = ToolCall(id=f"c{k}", name="Bash", input={"command": f"cmd {k}"})
+                t.append_turn(
+                    [
+                        Message.assistant(f"step {k}", tool_calls=[call]),
+                        Message.tool_result(call.id, "out words here\n" * 100, name="Bash"),
+                    ]
+                )
+            result = t.compact(budget_tokens=3_000, config=CompactConfig.previous(), summarizer=summarizer)
+            assert result.strategy == "aggressive-checkpoint" and result.checkpoint is not None
+            goal = result.checkpoint.goal
+            assert goal.startswith("fix the parser module") and redirect in goal, goal
+            assert goal.count("Current aim") <= 1
+            assert t.status().goal.startswith("fix the parser module")
+    assert replies
 
 
 def test_the_local_summary_keeps_the_first_request_across_later_answers() -> None:
@@ -299,3 +339,12 @@ def test_the_task_said_again_is_no_answer() -> None:
         Message.user("fix tests"),
     ]
     assert task_goal(messages) == "fix tests" and answers(messages) == []
+
+
+def test_fit_drops_the_oldest_files_last_and_then_fits() -> None:
+    files = tuple(f"src/pkg/module_{i:03d}/implementation_file.py" for i in range(40))
+    fitted = fit(Checkpoint(goal="g" * 2_000, done=("a", "b"), files=files), 800)
+    assert len(to_markdown(fitted)) <= 800
+    assert not fitted.done and fitted.files == files[len(files) - len(fitted.files) :] and fitted.files
+    roomy = fit(Checkpoint(goal="g" * 2_000, done=("a",), files=files[:3]), 1_200)
+    assert roomy.files == files[:3] and not roomy.done  # lists and the goal give way before files

@@ -119,13 +119,37 @@ def test_after_a_compaction_the_loop_re_anchors_or_stops() -> None:
     assert LoopPolicy().after_round(skipped).prompt == ""
 
 
+def test_a_full_step_that_leaves_only_the_newest_step_over_budget_still_re_anchors() -> None:
+    checkpoint = Checkpoint(goal="make the failing test pass")
+    irreducible = CompactResult(
+        outcome="over_budget_irreducible", strategy="checkpoint", checkpoint=checkpoint
+    )
+    decision = LoopPolicy().after_round(irreducible)
+    assert decision.code == "compacted" and "make the failing test pass" in decision.prompt
+    nothing = CompactResult(outcome="over_budget_irreducible", reason="the newest step alone is over budget")
+    assert LoopPolicy().after_round(nothing).code == "no_compaction"
+
+
+def test_a_compaction_s_prompt_is_no_follow_up(t: Transcript) -> None:
+    policy = LoopPolicy(auto_continue=True, max_auto_follow_ups=1)
+    compacted = CompactResult(outcome="full_applied", strategy="checkpoint", checkpoint=Checkpoint(goal="g"))
+    step = policy.after_round(compacted)
+    t.append(Message.continuation(step.prompt, reason=step.code))
+    _reply(t, "The test passes now.")
+    step = policy.after_reply(t.messages())
+    assert step.code == "follow_up"  # the re-anchor prompt did not use up the one follow-up
+    t.append(Message.continuation(step.prompt, reason=step.code))
+    _reply(t, "Still passing.")
+    assert policy.after_reply(t.messages()).code == "max_follow_ups"
+
+
 def test_no_reply_yet_stops(t: Transcript) -> None:
     assert LoopPolicy().after_reply(t.messages()).code == "no_reply"
 
 
 def test_a_continuation_is_a_meta_message_never_a_request(t: Transcript) -> None:
     message = Message.continuation("go on")
-    assert (message.role, message.kind, message.metadata) == ("user", "meta", {"continuation": True})
+    assert (message.role, message.kind, message.metadata) == ("user", "meta", {"continuation": "follow_up"})
     t.append(message)
     assert t.messages().turn_starts == (1,)  # not a new turn
 
@@ -137,6 +161,9 @@ def test_a_continuation_is_a_meta_message_never_a_request(t: Transcript) -> None
         {"max_auto_follow_ups": 1.5},
         {"auto_continue": "yes"},
         {"follow_up_prompt": " "},
+        {"ask_user_tools": "AskUserQuestion"},  # a string is not a list of names
+        {"ask_user_tools": None},
+        {"ask_user_tools": [1]},
     ],
 )
 def test_settings_are_checked(settings: dict[str, object]) -> None:

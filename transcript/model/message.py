@@ -198,16 +198,26 @@ class Message(Value, frozen=True):
         return cls._make("assistant", parts, id, created_at, metadata=metadata)
 
     @classmethod
-    def continuation(cls, text: str, *, id: str | None = None, created_at: datetime | None = None) -> Message:
-        """A prompt the loop appends to keep the model going (after a compaction, a follow-up): a user
-        message of kind `meta`, marked `continuation`, never taken for the user's request or goal."""
+    def continuation(
+        cls,
+        text: str,
+        *,
+        reason: str = "follow_up",
+        id: str | None = None,
+        created_at: datetime | None = None,
+    ) -> Message:
+        """A prompt the loop appends to keep the model going: a user message of kind `meta`, its
+        metadata `continuation` naming why (`follow_up` after the model ended its turn, `compacted`
+        after a compaction: `LoopDecision.code`), never taken for the user's request or goal."""
+        if not isinstance(reason, str) or not reason:
+            raise InvalidMessage(f"a continuation's reason is a non-empty string, not {reason!r}")
         message = cls(
             id=id if id is not None else new_message_id(),
             role="user",
             kind="meta",
             parts=(TextPart(text=text),),
             created_at=created_at if created_at is not None else utc_now(),
-            metadata={"continuation": True},
+            metadata={"continuation": reason},
         )
         check_message(message)
         return message
