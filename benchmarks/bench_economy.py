@@ -177,6 +177,30 @@ def _pooled_reuse(rows: Sequence[Outcome], baseline: bool = False) -> float:
     return sum(e.reused_tokens for e in items) / sent if sent else 0.0
 
 
+def cost_split(outcomes: Sequence[Outcome], budgets: Sequence[float]) -> list[str]:
+    """Where the cost goes, as fractions of P0 over all sessions: the model calls (cached reads,
+    uncached writes) and the summarizer requests (input at the write price, output at its own)."""
+    lines = [
+        f"{'budget':>6}  {'policy':<8}  {'calls':>5}  {'reads':>5}  {'writes':>6}  {'summaries':>9}  "
+        f"{'input':>5}  {'output':>6}"
+    ]
+    for fraction in budgets:
+        for name in POLICIES:
+            items = [o.economy for o in outcomes if o.job.fraction == fraction and o.job.policy == name]
+            if not items:
+                continue
+            base = sum(e.baseline_cost for e in items) or 1.0
+            reads = sum(e.pricing.read * e.reused_tokens for e in items) / base
+            writes = sum(e.pricing.write * (e.tokens_sent - e.reused_tokens) for e in items) / base
+            given = sum(e.pricing.write * e.summary_input_tokens for e in items) / base
+            answered = sum(e.pricing.output * e.summary_output_tokens for e in items) / base
+            lines.append(
+                f"{fraction:>6.0%}  {name:<8}  {reads + writes:>5.3f}  {reads:>5.3f}  {writes:>6.3f}  "
+                f"{given + answered:>9.3f}  {given:>5.3f}  {answered:>6.3f}"
+            )
+    return lines
+
+
 def session_rows(outcomes: Sequence[Outcome]) -> list[str]:
     """One row per session, budget and policy."""
     lines = [
@@ -220,15 +244,21 @@ def main() -> None:
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         outcomes = list(pool.map(run_job, jobs))
     pricing = CachePricing.preset(args.pricing, output=CompactConfig().summary_output_multiplier)
-    sessions = len({(o.job.file, o.job.position) for o in outcomes})
+    once = {(o.job.file, o.job.position): o for o in outcomes}.values()
+    subs = [o for o in once if o.sub_agent]
     print(
-        f"{sessions} sessions of fixtures/corpus, pricing {args.pricing} (cached {pricing.read}, "
-        f"uncached {pricing.write}, summarizer output {pricing.output}), tokenizer {args.tokenizer}"
+        f"{len(once)} sessions of fixtures/corpus ({sum(o.economy.model_calls for o in once)} model calls; "
+        f"sub-agent set: {len(subs)} sessions, {sum(o.economy.model_calls for o in subs)} calls), pricing "
+        f"{args.pricing} (cached {pricing.read}, uncached {pricing.write}, summarizer output "
+        f"{pricing.output}), tokenizer {args.tokenizer}"
     )
     if settings:
         print(f"new policy settings: {settings}")
     print()
     print("\n".join(table(outcomes, args.budgets)))
+    print()
+    print("cost split (fractions of P0): model calls = reads + writes; summaries = input + output")
+    print("\n".join(cost_split(outcomes, args.budgets)))
     if args.sessions:
         print()
         print("\n".join(session_rows(outcomes)))
