@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from planner import CompactConfig
 from tests.conftest import CORPUS, PYTHON
-from transcript import Message, Store, Transcript
+from transcript import ImagePart, Message, Store, TextPart, Transcript
 from transcript.cli import cli
 from transcript.formats import parse
 from transcript.session.simulate import simulate
@@ -225,3 +225,22 @@ def test_a_failed_summarizer_is_a_column_of_its_round(tmp_path: Path) -> None:
     ]
     assert "RuntimeError: the model is down" in str(rows[0]["summarizer_error"])
     assert rows[1]["parse_error"] and rows[1]["summarizer_error"] is None
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        Message.user("   hello world\n"),
+        Message.user("x" * 200),
+        Message.user([ImagePart(media_type="image/png", data="aGk="), TextPart(text="what is this?")]),
+    ],
+)
+def test_the_default_title_is_the_same_in_python_and_in_sql(tmp_path: Path, first: Message) -> None:
+    path = tmp_path / "t.db"
+    with Transcript.open(path, session_id="s") as t:
+        t.append(first)
+        t.append(Message.user("  and a second request "))
+        title = t.title
+    with Store.open(path) as store:
+        assert [s.title for s in store.sessions()] == [title]
+    assert title and title == title.strip() and len(title) <= 80

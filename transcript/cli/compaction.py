@@ -134,7 +134,7 @@ def session_stats(t: Transcript) -> dict[str, Any]:
         if result.strategy:
             entry = by_strategy.setdefault(result.strategy, [0, 0])
             entry[0] += 1
-            entry[1] += result.tokens_before - result.tokens_after
+            entry[1] += result.saved_tokens
     last = results[-1] if results else None
     return {
         "session": t.session_id,

@@ -21,8 +21,11 @@ from transcript.cli.options import (
     pick_session,
     session_option,
     view_data,
+    view_lines,
+    wire_data,
+    wire_option,
 )
-from transcript.cli.output import emit, message_lines, safe, table
+from transcript.cli.output import emit, safe, table
 from transcript.formats.base import ParsedSession
 from transcript.session.replay import Point, check_served, timeline, view_at
 from transcript.session.simulate import Economy, Simulation, economy, simulate as simulate_session
@@ -44,13 +47,7 @@ def point_rows(points: list[Point]) -> list[str]:
 @db_option
 @session_option
 @click.option("--at", "at", default=None, help="Print the view at this point (a version, or 'last').")
-@click.option(
-    "--wire",
-    type=click.Choice(["neutral", "openai", "anthropic"]),
-    default="neutral",
-    show_default=True,
-    help="With --at: render for a provider's request format.",
-)
+@wire_option("With --at: render for a provider's request format.")
 @click.option(
     "--diff", nargs=2, default=None, metavar="A B", help="What changed in the view between two points."
 )
@@ -90,14 +87,12 @@ def replay_command(
 def _print_view(store: Store, sid: str, at: str, wire: str, fmt: str) -> None:
     view = view_at(store.events, sid, parse_point(at))
     if wire != "neutral":
-        rendered = view.to_openai() if wire == "openai" else view.to_anthropic()
-        click.echo(msgspec.json.encode(rendered).decode())
+        click.echo(msgspec.json.encode(wire_data(view, wire)).decode())
         return
-    lines = [
+    header = (
         f"session {safe(sid)} at {at}: {len(view)} messages, {view.tokens:,} tokens, source {view.source}"
-    ]
-    lines += [line for i, m in enumerate(view.messages) for line in message_lines(m, position=i)]
-    emit(view_data(view), fmt, text=lines)
+    )
+    emit(view_data(view), fmt, text=view_lines(view, header))
 
 
 def _diff(store: Store, sid: str, points: tuple[str, str], fmt: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Final, Literal, TypeVar
 import click
 
 from projection.view import View
-from transcript.cli.output import FORMATS, safe, to_builtins
+from transcript.cli.output import FORMATS, message_lines, safe, to_builtins
 from transcript.session.store import Store
 from transcript.store.connection import ENV_VAR, default_path
 
@@ -76,6 +76,32 @@ def pick_session(store: Store, session_id: str | None) -> str:
         raise click.ClickException(f"{store.path} holds no session")
     names = ", ".join(safe(s.session_id) for s in sessions[:10]) + (", ..." if len(sessions) > 10 else "")
     raise click.UsageError(f"{store.path} holds {len(sessions)} sessions; pick one with --session ({names})")
+
+
+def wire_option(help: str) -> Callable[[F], F]:
+    """`--wire`: the view as a provider's request (`neutral` is the library's own form)."""
+    return click.option(
+        "--wire",
+        type=click.Choice(["neutral", "openai", "anthropic"]),
+        default="neutral",
+        show_default=True,
+        help=help,
+    )
+
+
+def wire_data(view: View, wire: str) -> Any:
+    """A view as JSON-ready data in the form `--wire` names."""
+    if wire == "openai":
+        return view.to_openai()
+    if wire == "anthropic":
+        return view.to_anthropic()
+    return view_data(view)
+
+
+def view_lines(view: View, header: str) -> list[str]:
+    """A view as text: the header, its diagnostics, then each message."""
+    lines = [header, *(f"  {d.code}: {safe(d.message)}" for d in view.diagnostics)]
+    return lines + [line for i, m in enumerate(view.messages) for line in message_lines(m, position=i)]
 
 
 def view_data(view: View) -> dict[str, Any]:

@@ -93,12 +93,11 @@ def _cell(value: object) -> str:
     return safe(str(value)).replace("\n", "⏎")
 
 
-def message_lines(message: Message, *, position: int | None = None, tokens: int | None = None) -> list[str]:
+def message_lines(message: Message, *, position: int | None = None) -> list[str]:
     """A message as text for a terminal: a header line, then its parts, every character made safe."""
     label = message.role if message.kind == "message" else f"{message.role} ({message.kind})"
     head = f"[{position}] " if position is not None else ""
-    size = f"  {tokens:,} tok" if tokens is not None else ""
-    lines = [f"{head}{label}  {safe(message.id)}{size}"]
+    lines = [f"{head}{label}  {safe(message.id)}"]
     for part in message.parts:
         lines.extend("    " + line for line in part_text(part).split("\n"))
     return lines

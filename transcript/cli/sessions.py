@@ -17,6 +17,9 @@ from transcript.cli.options import (
     pick_session,
     session_option,
     view_data,
+    view_lines,
+    wire_data,
+    wire_option,
 )
 from transcript.cli.output import emit, message_lines, safe, table
 from transcript.formats import IMPORTERS
@@ -110,21 +113,13 @@ def show(db_path: str | None, session_id: str | None, stored: bool, point: str |
             view_at(store.events, sid, parse_point(point)) if point else store.session(sid).visible_messages()
         )
     header = f"{safe(sid)}: {len(view)} messages, {view.tokens:,} tokens, source {view.source}"
-    lines = [header, *(f"  {d.code}: {safe(d.message)}" for d in view.diagnostics)]
-    lines += [line for i, m in enumerate(view.messages) for line in message_lines(m, position=i)]
-    emit({"session": sid, "view": view_data(view)}, fmt, text=lines)
+    emit({"session": sid, "view": view_data(view)}, fmt, text=view_lines(view, header))
 
 
 @click.command()
 @db_option
 @session_option
-@click.option(
-    "--wire",
-    type=click.Choice(["neutral", "openai", "anthropic"]),
-    default="neutral",
-    show_default=True,
-    help="Render for a provider's request format.",
-)
+@wire_option("Render for a provider's request format.")
 @click.option("--history", is_flag=True, help="Export the stored history instead of the model view.")
 @click.option("--state", is_flag=True, help="Export the session-state document (Store.restore reads it).")
 @click.option(
@@ -145,11 +140,7 @@ def export(
         elif history:
             data = _history(t.stored_messages(), wire)
         else:
-            view = t.visible_messages()
-            rendered: Any = {"openai": view.to_openai, "anthropic": view.to_anthropic}.get(
-                wire, lambda: view_data(view)
-            )()
-            data = msgspec.json.encode(rendered)
+            data = msgspec.json.encode(wire_data(t.visible_messages(), wire))
     if output is None:
         click.echo(data.decode())
     else:

@@ -15,7 +15,7 @@ decide again and retry.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,17 +30,17 @@ from transcript.model.errors import (
     DuplicateMessage,
     InvalidArgument,
     InvalidMessage,
+    SessionNotFound,
 )
 from transcript.model.events import CapsSet, Event, MessageAppended, ProviderCaps, TitleSet
 from transcript.model.ids import check_session_id as check_session_id, new_message_id, utc_now
-from transcript.model.message import INTERRUPTED_RESULT, Message
+from transcript.model.message import INTERRUPTED_RESULT, Message, TextPart
 from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry, TranscriptSnapshot
 from transcript.session.fold import LiveSession
 from transcript.session.status import Overview, Status
 from transcript.store.bodies import counted, prepare
-from transcript.store.connection import default_path
-from transcript.store.port import EventStore, NewBody, SessionWrite, StoredBody
+from transcript.store.port import EventStore, NewBody, SessionWrite, StoredBody, Written
 from transcript.store.sqlite import SqliteEventStore
 from transcript.tokens import CL100K, TokenCounter, get_counter
 
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
 # How often recording a served view retries when another writer moves the session on meanwhile.
 _RECORD_ATTEMPTS: Final = 3
+# What a default title is stripped of (SQLite's trim in the `sessions` view takes the same).
+TITLE_WHITESPACE: Final = " \t\n\r"
 
 
 class Transcript:
@@ -116,18 +118,13 @@ class Transcript:
         (None: the local one), `reinject` the host callback that supplies current file content after a
         full compaction. `timeout`, `synchronous` and `tokenizer` are as for `Store.open`.
         """
-        from transcript.model.errors import SessionNotFound
-
-        check_session_id(session_id)
         get_counter(tokenizer)
-        target = str(path) if path is not None else default_path()
-        events = SqliteEventStore.open(target, readonly=readonly, timeout=timeout, synchronous=synchronous)
+        events = SqliteEventStore.open(path, readonly=readonly, timeout=timeout, synchronous=synchronous)
         try:
-            if (not create or readonly) and not events.head(session_id)[0]:
-                raise SessionNotFound(f"no session {session_id!r} in {target}")
-            return cls(
+            return cls.attach(
                 events,
                 session_id,
+                create=create,
                 tokenizer=tokenizer,
                 owns_store=True,
                 config=config,
@@ -139,6 +136,17 @@ class Transcript:
         except BaseException:
             events.close()
             raise
+
+    @classmethod
+    def attach(
+        cls, events: EventStore, session_id: str, *, create: bool = True, **settings: Any
+    ) -> Transcript:
+        """One session of an open event store (`settings` as for `Transcript`). Without `create`, or
+        on a read-only store, a session with no events is `SessionNotFound`."""
+        check_session_id(session_id)
+        if (not create or events.readonly) and not events.head(session_id)[0]:
+            raise SessionNotFound(f"no session {session_id!r} in {events.path}")
+        return cls(events, session_id, **settings)
 
     def close(self) -> None:
         """Close the file if this transcript opened it. Every append is already committed."""
@@ -416,15 +424,13 @@ class Transcript:
         self._sync()
         if self._live.title is not None:
             return self._live.title
-        first = next(
-            (
-                e.message
-                for e in self._live.entries
-                if e.message.role == "user" and e.message.kind == "message"
-            ),
-            None,
-        )
-        return first.text.strip()[:80] if first is not None else ""
+        for entry in self._live.entries:
+            message = entry.message
+            if message.role == "user" and message.kind == "message" and message.parts:
+                part = message.parts[0]
+                if isinstance(part, TextPart):  # as the `sessions` view reads it
+                    return part.text.strip(TITLE_WHITESPACE)[:80]
+        return ""
 
     @property
     def caps(self) -> ProviderCaps:
@@ -558,21 +564,18 @@ class Transcript:
 
     def _write(self, events: Sequence[Event], bodies: dict[str, NewBody] | None = None) -> int:
         """Commit events to this session and fold them; returns the new version."""
-        live = self._live
+        write = SessionWrite(self.session_id, self._live.version, events, bodies or {})
         try:
-            (done,) = self.events.commit([SessionWrite(self.session_id, live.version, events, bodies or {})])
+            (done,) = self.events.commit([write])
         except ConflictError:
             self._sync(force=True)
             raise
-        stored = {
-            message_id: StoredBody(body.message, done.reused.get(message_id, body.tokens))
-            for message_id, body in (bodies or {}).items()
-        }
-        self._fold(enumerate(events, start=live.version + 1), stored, done.token)
+        written = Written.of(write, done)
+        self._fold(written.versioned(), written.bodies, written.token)
         return done.version
 
     def _fold(
-        self, events: Iterable[tuple[int, Event]], bodies: dict[str, StoredBody] | Any, token: Hashable
+        self, events: Iterable[tuple[int, Event]], bodies: Mapping[str, StoredBody], token: Hashable
     ) -> None:
         """Fold events this transcript wrote; the store was at this session's version when they committed,
         so nothing of it is unseen as of `token`. Events already folded (a catch-up meanwhile) are skipped."""

@@ -144,15 +144,11 @@ def simulate(
     calls: list[ModelCall] = []
     previous: tuple[str, ...] = ()
     quiet = CompactResult(outcome="skipped", budget_tokens=budget_tokens)
-    system_tokens = 0
     index = 0
     while index < len(messages):
         message = messages[index]
         if message.role != "assistant":
-            stored = transcript.append(message)
-            if message.role == "system":
-                entry = transcript.entry(stored.id)
-                system_tokens += entry.token_count if entry is not None else 0
+            transcript.append(message)
             index += 1
             continue
         result = transcript.compact(budget_tokens=budget_tokens, config=config) if compact else quiet
@@ -174,7 +170,7 @@ def simulate(
                 reused_tokens=sum(counts[:common]) if len(counts) == len(digests) else 0,
                 prefix_kept=kept,
                 break_kind="" if kept else _break_kind(result),
-                floor_tokens=system_tokens + _newest_step_tokens(live.entries, live.step_starts),
+                floor_tokens=live.system_tokens + _newest_step_tokens(live.entries, live.step_starts),
             )
         )
         previous = digests

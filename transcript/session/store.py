@@ -115,10 +115,7 @@ class Store:
 
         `settings` go to `Transcript` (`config`, `summarizer`, `reinject`, `provider`).
         """
-        check_session_id(session_id)
-        if (not create or self.readonly) and not self.has_session(session_id):
-            raise SessionNotFound(f"no session {session_id!r} in {self.path}")
-        return Transcript(self.events, session_id, tokenizer=self.tokenizer, **settings)
+        return Transcript.attach(self.events, session_id, create=create, tokenizer=self.tokenizer, **settings)
 
     def import_file(self, path: str | Path, format: str = "auto") -> ImportReport:
         """Import a recorded session file (all its sessions in one transaction); see `transcript.formats`."""

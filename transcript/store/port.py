@@ -10,7 +10,7 @@ summaries and compaction records are accepted only with the mutator's writer cap
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 import msgspec
@@ -69,11 +69,39 @@ class Committed(NamedTuple):
     commit: a reader that folded this write itself has seen everything up to it.
     """
 
-    session_id: str
     version: int
-    recorded_at: str
     reused: Mapping[str, tuple[int, ...]]
     token: Hashable
+
+
+class Written(NamedTuple):
+    """A committed write as data, for its writer to fold without reading back: the events (the first
+    got `first_version`, the next one more, and so on), the bodies their appends hold (with the
+    stored counts), and the store's change token as of the commit (see `Committed`)."""
+
+    session_id: str
+    first_version: int
+    events: tuple[Event, ...]
+    bodies: Mapping[str, StoredBody]
+    token: Hashable
+
+    @classmethod
+    def of(cls, write: SessionWrite, done: Committed) -> Written:
+        """What `write` became once committed as `done`."""
+        stored = {
+            message_id: StoredBody(body.message, done.reused.get(message_id, body.tokens))
+            for message_id, body in write.bodies.items()
+        }
+        return cls(write.session_id, write.expected_version + 1, tuple(write.events), stored, done.token)
+
+    @property
+    def version(self) -> int:
+        """The session's version after this write."""
+        return self.first_version + len(self.events) - 1
+
+    def versioned(self) -> Iterator[tuple[int, Event]]:
+        """Each event with its version."""
+        return enumerate(self.events, start=self.first_version)
 
 
 class StoredBody(NamedTuple):

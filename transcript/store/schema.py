@@ -169,9 +169,10 @@ _TEXT_TABLES: Final = (
     _INITIAL[2],
     _INITIAL[3],
 )
-# The first user message's opening: a session's title when none was given.
+# The first user message's opening: a session's title when none was given (`Transcript.title` reads
+# it the same way: the message's first part, when it is text, without the whitespace around it).
 _FIRST_REQUEST: Final = """(
-        SELECT substr(json_extract(b.body, '$.parts[0].text'), 1, 80)
+        SELECT substr(trim(json_extract(b.body, '$.parts[0].text'), char(32, 9, 10, 13)), 1, 80)
         FROM events AS a JOIN bodies AS b ON b.message_id = a.message_id
         WHERE a.session_id = h.session_id AND a.kind = 'message_appended'
           AND json_extract(b.body, '$.role') = 'user' AND json_extract(b.body, '$.kind') IS NULL
@@ -310,14 +311,15 @@ def _json_text_and_views(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def stored_bytes(value: object) -> bytes:
+    """A stored value's bytes, whatever its SQL type (JSON text is the UTF-8 the hashes cover)."""
+    return value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass")
+
+
 def _digest_of_row(body: object, tokens: object, tokenizer: object) -> str:
     """`record_digest` over a row's stored values (whatever their SQL type, so a damaged row still
     gets a digest, which `verify` then finds wrong)."""
-
-    def raw(value: object) -> bytes:
-        return value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass")
-
-    return record_digest(raw(body), raw(tokens), str(tokenizer))
+    return record_digest(stored_bytes(body), stored_bytes(tokens), str(tokenizer))
 
 
 def _build_migrations() -> list[tuple[str, Migration]]:

@@ -203,7 +203,7 @@ class SqliteEventStore:
         """The stored record (canonical JSON bytes) of each of these bodies that is stored."""
         with connection.translated("reading bodies"):
             return {
-                row[0]: _as_bytes(row[1])
+                row[0]: schema.stored_bytes(row[1])
                 for row in self._select_in("SELECT message_id, body FROM bodies", message_ids)
             }
 
@@ -322,18 +322,16 @@ class SqliteEventStore:
             )
         except sqlite3.IntegrityError as exc:
             raise ConflictError(f"session {session_id!r} moved on while this write was made") from exc
-        if not rows:
-            pass
-        elif expected_version:
+        if rows and expected_version:
             self.connection.execute(
                 "UPDATE heads SET version = ?, hash = ? WHERE session_id = ? AND version = ?",
                 (version, prev, session_id, expected_version),
             )
-        else:
+        elif rows:
             self.connection.execute(
                 "INSERT INTO heads (session_id, version, hash) VALUES (?, ?, ?)", (session_id, version, prev)
             )
-        return Committed(session_id, version, recorded_at, reused, None)
+        return Committed(version, reused, None)
 
     def _insert_bodies(
         self, appended: list[MessageAppended], bodies: Mapping[str, NewBody]
@@ -356,7 +354,7 @@ class SqliteEventStore:
             if event.message_id in stored:
                 stored_hash, tokens, stored_body = stored[event.message_id]
                 same = stored_hash == event.body_hash and (
-                    body is None or _as_bytes(stored_body) == body.data
+                    body is None or schema.stored_bytes(stored_body) == body.data
                 )
                 if not same:
                     raise DuplicateMessage(
@@ -462,10 +460,6 @@ def _decode_tokens(tokens: Any, message_id: str) -> tuple[int, ...]:
     except (msgspec.DecodeError, TypeError) as exc:
         raise StoreCorrupted(f"bodies row (message {message_id!r}): its token counts cannot be read") from exc
     return counts
-
-
-def _as_bytes(value: Any) -> bytes:
-    return value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass")
 
 
 def _decode_bodies(conn: sqlite3.Connection, query: str, params: tuple[Any, ...]) -> list[StoredBody]:

@@ -18,7 +18,7 @@ import itertools
 import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import msgspec
 
@@ -76,11 +76,6 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     def first(self) -> Problem | None:
         """The first mismatch found, or None."""
         return self.problems[0] if self.problems else None
-
-
-class _Body(NamedTuple):
-    content_hash: str
-    message_id: str
 
 
 def verify(
