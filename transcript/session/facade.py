@@ -389,10 +389,7 @@ class Transcript:
     def latest_checkpoint(self) -> Checkpoint | None:
         """The checkpoint of the latest full compaction, or None."""
         self._sync()
-        for result in reversed(self._live.results):
-            if result.checkpoint is not None:
-                return result.checkpoint
-        return None
+        return _latest_checkpoint(self._live.results)
 
     def continuation_prompt(self, result: CompactResult | None = None) -> str:
         """The hidden prompt that re-anchors the model after a compaction (default: the latest)."""
@@ -459,12 +456,14 @@ class Transcript:
         """Light status: goal, last compaction, token estimate, breaker (SPEC §7)."""
         from planner.intent import clip, task_goal
 
-        view = self.visible_messages()
+        view = self.visible_messages()  # reads what other writers committed: `live` is current
         live = self._live
         results = live.results
         last = results[-1] if results else None
-        checkpoint = self.latest_checkpoint()
+        checkpoint = _latest_checkpoint(results)
         goal = checkpoint.goal if checkpoint is not None and checkpoint.goal else ""
+        if not goal:  # the task as the user gave it: every request opens a turn
+            goal = task_goal([live.entries[seq].message for seq in live.turn_starts])
         return Status(
             session_id=self.session_id,
             version=live.version,
@@ -472,7 +471,7 @@ class Transcript:
             visible_messages=len(view),
             view_tokens=view.tokens,
             stored_tokens=live.stored_tokens,
-            goal=clip(goal or task_goal([entry.message for entry in live.entries]), 300),
+            goal=clip(goal, 300),
             last_outcome=last.outcome if last else None,
             last_strategy=last.strategy if last else None,
             rounds=len(results),
@@ -539,7 +538,7 @@ class Transcript:
             view_items=len(view),
             caps=live.caps,
             latest=latest,
-            checkpoint=next((r.checkpoint for r in reversed(live.results) if r.checkpoint is not None), None),
+            checkpoint=_latest_checkpoint(live.results),
             cursor=seq if options is not None and fingerprint == options.config.fingerprint() else 0,
             unusable=live.rendered.unusable(),
             stored_tokens=live.stored_tokens,
@@ -616,3 +615,8 @@ def live_session(transcript: Transcript) -> LiveSession:
     """The fold behind a transcript, for this package's replay tools (simulate reads its digests)."""
     transcript._sync()
     return transcript._live
+
+
+def _latest_checkpoint(results: Sequence[CompactResult]) -> Checkpoint | None:
+    """The checkpoint of the latest round that made one."""
+    return next((r.checkpoint for r in reversed(results) if r.checkpoint is not None), None)

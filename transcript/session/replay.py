@@ -148,16 +148,16 @@ def timeline(store: EventStore, session_id: str) -> list[Point]:
     for record in replayer.records:
         if replayer.opens_call(record):
             points.append(replayer.point("model-call", _since(points, replayer)))
+        rounds = len(replayer.live.results)
         replayer.apply(record)
         if isinstance(record.event, CompactionRecorded):
-            result = msgspec.structs.replace(record.event.result, version=record.version)
+            result = replayer.live.results[-1]  # stamped with its version by the fold
             change = describe(result)
             if result.strategy and result.strategy != "tool-result-micro":
                 change = f"{result.strategy}: {replayer.full_change()} ({-result.saved_tokens:+,} tok)"
             point = replayer.point("compact", change, result)
-            last = points[-1] if points else None
-            if last and last.result and result.round_id and last.result.round_id == result.round_id:
-                points[-1] = point  # the round's later record (its full step) supersedes the earlier one
+            if len(replayer.live.results) == rounds:
+                points[-1] = point  # the round's later record (its full step) superseded the earlier one
             else:
                 points.append(point)
     return points
