@@ -448,11 +448,15 @@ def _full(
         parse_error=errors.parse,
     )
     if tokens_after >= result.tokens_after:
-        return _no_full(run, snapshot, spent, written, "the summary would not make the view smaller")
+        return _no_full(
+            run, snapshot, spent, written, "the summary would not make the view smaller", errors.latest
+        )
     if config.emergency_path and tokens_after > budget and not run.options.force:
         # A checkpoint that leaves the view over budget breaks the cache for nothing: not written
         # (unless the caller forced the round: then they asked for the checkpoint itself).
-        return _no_full(run, snapshot, spent, written, "the summary would leave the view over budget")
+        return _no_full(
+            run, snapshot, spent, written, "the summary would leave the view over budget", errors.latest
+        )
     first = min(
         (seq for seq in prepared.cut.summarize if snapshot.entries[seq].message.kind != "summary"),
         default=prepared.cut.next_seq,
@@ -624,15 +628,20 @@ def _summary(
 
 
 def _no_full(
-    run: _Round, snapshot: TranscriptSnapshot, result: CompactResult, written: list[Written], reason: str
+    run: _Round,
+    snapshot: TranscriptSnapshot,
+    result: CompactResult,
+    written: list[Written],
+    reason: str,
+    error: str = "",
 ) -> RoundOutcome:
-    """Record a round whose full step could not make progress (nothing of that step is written)."""
+    """Record a round whose full step could not make progress (nothing of that step is written);
+    `error` is the latest error of its summarizer calls, for the breaker."""
     micro_done = result.compacted_count > 0
     failed = not micro_done and result.tokens_before / run.budget >= run.config.auto_compact_threshold
     outcome = "micro_applied_then_full_failed" if micro_done else "full_failed"
     result = msgspec.structs.replace(result, outcome=outcome, reason=reason)
     result = _irreducible(snapshot, run.config, run.budget, result, run.given.system_tokens)
-    error = result.summarizer_error or result.parse_error
     breaker = run.breaker.finished(manual=run.options.manual, failed=failed, config=run.config, error=error)
     final = breaker.stamp(result)
     step = commit(run.store, snapshot.session_id, snapshot.version, [CompactionRecorded(result=final)])
