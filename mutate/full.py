@@ -1,24 +1,16 @@
 """The full step's events, as a pure function: exclusions, the summary append, the round's record.
 
-The excluded messages are marked, the summary message is appended (its body prepared and counted with
-the injected counter), and the record comes last, so one transaction holds the whole step and the
-round's final result.
+The excluded messages are marked, the summary message is appended (its body as the round prepared and
+counted it), and the record comes last, so one transaction holds the whole step and the round's final
+result.
 """
 
 from __future__ import annotations
 
 from planner.full import PreparedFull
 from transcript.model.events import CompactionRecorded, Event, MessageAppended, MessageMarked
-from transcript.model.message import Message
 from transcript.model.result import CompactResult
-from transcript.store.bodies import prepare
 from transcript.store.port import NewBody
-from transcript.tokens import TokenCounter
-
-
-def summary_body(message: Message, counter: TokenCounter) -> NewBody:
-    """The summary message, checked, hashed and counted, ready to store."""
-    return prepare(message, counter)
 
 
 def full_events(prepared: PreparedFull, body: NewBody, result: CompactResult) -> list[Event]:

@@ -115,10 +115,9 @@ def _rendered_tokens(entry: Entry, caps: ProviderCaps) -> int:
 
 def repair_marks(
     snapshot: TranscriptSnapshot, unusable: Sequence[str], config: CompactConfig, count: CountText
-) -> tuple[MicroPlan, list[MessageMarked]]:
+) -> list[MessageMarked]:
     """Marks that supersede stored directives the view cannot use, planned again from the stored
-    bodies (what is no longer eligible gets a directive that shows it whole); and the plan they
-    come from."""
+    bodies (what is no longer eligible gets a directive that shows it whole)."""
     wanted = set(unusable)
     fresh = plan_micro(snapshot, config, skip_existing_truncated=False)
     entries = tuple(e for e in fresh.entries if e.message_id in wanted)
@@ -137,7 +136,7 @@ def repair_marks(
             marks.append(
                 MessageMarked(message_id=message_id, truncated=True, projection=whole, supersedes=True)
             )
-    return plan, marks
+    return marks
 
 
 def _counted(entry: Entry, item: DirectiveEntry, count: CountText, version: int) -> DirectiveEntry:

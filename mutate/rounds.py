@@ -24,17 +24,16 @@ import msgspec
 
 from mutate.breaker import Breaker
 from mutate.commit import Written, commit
-from mutate.full import full_events, summary_body
+from mutate.full import full_events
 from mutate.micro import marked, micro_marks, repair_marks, shown_message, view_delta, view_token_count
 from mutate.summarizing import Attempts, Steps, adrive, attempts, drive
 from planner.config import CompactConfig
-from planner.cut import emergency_floor, floor_tokens, irreducible_tokens, view_tokens
-from planner.economics import RoundEconomics, round_economics
+from planner.cut import emergency_floor, floor_tokens, irreducible_tokens
+from planner.economics import RoundEconomics
 from planner.full import (
     ERROR_CHARS,
     PreparedFull,
     Reinject,
-    building_on,
     checkpoint_from,
     fit,
     prepare_full,
@@ -42,13 +41,14 @@ from planner.full import (
     summary_message,
 )
 from planner.micro import MicroPlan, plan_emergency, plan_micro, stale_boundary
-from planner.payback import choose_micro, expected_calls, invalidated_tokens, micro_economics
+from planner.payback import choose_micro, invalidated_tokens, micro_economics
 from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, clip, prompt_text
 from planner.trigger import determine_compact_action
 from transcript.model.checkpoint import Checkpoint, to_json, to_markdown
 from transcript.model.events import CompactionRecorded, Event, MessageMarked, ProviderCaps
 from transcript.model.result import CompactResult, RoundPath, Strategy
 from transcript.model.snapshot import TranscriptSnapshot
+from transcript.store.bodies import prepare
 from transcript.store.port import EventStore, NewBody
 from transcript.tokens import TokenCounter
 
@@ -64,7 +64,7 @@ class RoundInput(NamedTuple):
     start under this round's config (0 when unknown), `unusable` the messages whose stored directive
     the view cannot use (the round supersedes them), `stored_tokens` the tokens of every stored
     message (how fast the session grows, for the payback rule), `system_tokens` those of its system
-    messages (None: counted from the snapshot).
+    messages.
     """
 
     snapshot: TranscriptSnapshot
@@ -73,10 +73,10 @@ class RoundInput(NamedTuple):
     caps: ProviderCaps
     latest: CompactResult | None
     checkpoint: Checkpoint | None
+    system_tokens: int
     cursor: int = 0
     unusable: tuple[str, ...] = ()
     stored_tokens: int = 0
-    system_tokens: int | None = None
 
 
 class Deps(NamedTuple):
@@ -173,11 +173,27 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     if cheap is not None:
         plan, economics = cheap
     elif plan and gated and not defend:
-        chosen = _chosen_micro(given, config, budget_tokens, plan)
+        # Below the full threshold: the part of the plan whose cache break pays back best.
+        chosen = choose_micro(
+            snapshot,
+            config,
+            plan,
+            view_tokens_now=given.view_tokens,
+            budget_tokens=budget_tokens,
+            stored_tokens=given.stored_tokens,
+        )
         if chosen is not None:
             plan, economics = chosen
-    elif plan:
-        economics = _micro_economics(given, config, budget_tokens, plan)
+    elif plan and plan.first_seq is not None:
+        economics = micro_economics(
+            snapshot,
+            config,
+            freed=plan.estimated_saved_tokens,
+            invalidated=invalidated_tokens(snapshot, plan.first_seq),
+            view_tokens_now=given.view_tokens,
+            budget_tokens=budget_tokens,
+            stored_tokens=given.stored_tokens,
+        )
     action = determine_compact_action(
         given.view_tokens,
         budget_tokens,
@@ -185,7 +201,7 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         micro_savings=plan.estimated_saved_tokens,
         force=force,
         economics=economics if gated else None,
-        floor_over_budget=hopeless and not force,
+        floor_over_budget=hopeless,
     )
     path: RoundPath = "emergency" if cheap is not None and _reaches_kept_steps(given, config, plan) else ""
     if action.kind in ("micro_then_full", "full"):
@@ -213,22 +229,16 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     micro = action.kind in ("micro", "micro_then_full") or path == "emergency"
     marks = micro_marks(snapshot, plan, deps.counter.count) if micro and plan else []
     cursor = plan.scanned_to if micro or not plan else None
-    tokens_after = given.view_tokens + view_delta(snapshot, plan, marks, given.caps)
+    if given.unusable:
+        marks = [*marks, *repair_marks(snapshot, given.unusable, config, deps.counter.count)]
+    shortened = marked(snapshot, plan, marks, snapshot.version) if marks else snapshot
     if given.unusable:
         # The view was rebuilt around directives it could not use; superseding them makes it the
         # stored one again, whose size only a whole render tells.
-        _, repairs = repair_marks(snapshot, given.unusable, config, deps.counter.count)
-        marks = [*marks, *repairs]
-        tokens_after = view_token_count(marked(snapshot, plan, marks, snapshot.version).entries, given.caps)
-    compacted = tuple(mark.message_id for mark in marks)
-    result = msgspec.structs.replace(
-        result,
-        outcome="micro_applied" if marks else "skipped",
-        strategy="tool-result-micro" if marks else None,
-        tokens_after=tokens_after,
-        compacted_count=len(compacted),
-        compacted_ids=compacted,
-    )
+        tokens_after = view_token_count(shortened.entries, given.caps)
+    else:
+        tokens_after = given.view_tokens + view_delta(snapshot, plan, marks, given.caps)
+    result = _micro_result(result, marks, tokens_after)
     breaker_allows = options.summarizer is not None and breaker.allows_model
     run = _Round(store, given, options, breaker, breaker_allows)
     needs_full = action.kind in ("full", "micro_then_full") and (
@@ -243,56 +253,21 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         written: list[Written] = []
         if marks:
             interim = breaker.finished(manual=manual, failed=False, config=config).stamp(
-                _irreducible(
-                    marked(snapshot, plan, marks, snapshot.version), config, budget_tokens, result, system
-                )
+                _irreducible(shortened, config, budget_tokens, result, system)
             )
-            step = _commit_micro(run, snapshot, marks, interim)
+            step = _commit_micro(store, snapshot, marks, interim)
             written.append(step)
-            snapshot = marked(snapshot, plan, marks, step.version)
+            snapshot = msgspec.structs.replace(shortened, version=step.version)
         outcome = yield from _full(run, snapshot, result, written)
         return outcome._replace(cursor=cursor)
     failed = not marks and given.view_tokens / budget_tokens >= config.auto_compact_threshold
-    shortened = marked(snapshot, plan, marks, snapshot.version) if marks else snapshot
     result = _irreducible(shortened, config, budget_tokens, result, system)
     if result.outcome == "skipped" and not failed and breaker.state == "closed":
         quiet = breaker.stamp(msgspec.structs.replace(result, reason=f"{action.reason}; nothing to reclaim"))
         return RoundOutcome(quiet, (), cursor)
     final = breaker.finished(manual=manual, failed=failed, config=config).stamp(result)
-    step = _commit_micro(run, snapshot, marks, final)
+    step = _commit_micro(store, snapshot, marks, final)
     return RoundOutcome(_recorded(final, step), (step,), cursor)
-
-
-def _micro_economics(
-    given: RoundInput, config: CompactConfig, budget: int, plan: MicroPlan
-) -> RoundEconomics | None:
-    """The economics of applying `plan` now (None when it changes nothing)."""
-    first = plan.first_seq
-    if first is None:
-        return None
-    return micro_economics(
-        given.snapshot,
-        config,
-        first_seq=first,
-        freed=plan.estimated_saved_tokens,
-        view_tokens_now=given.view_tokens,
-        budget_tokens=budget,
-        stored_tokens=given.stored_tokens,
-    )
-
-
-def _chosen_micro(
-    given: RoundInput, config: CompactConfig, budget: int, plan: MicroPlan
-) -> tuple[MicroPlan, RoundEconomics] | None:
-    """Below the full threshold: the part of `plan` whose cache break pays back best."""
-    return choose_micro(
-        given.snapshot,
-        config,
-        plan,
-        view_tokens_now=given.view_tokens,
-        budget_tokens=budget,
-        stored_tokens=given.stored_tokens,
-    )
 
 
 def _cheapest_defence(
@@ -356,25 +331,19 @@ def micro_compact(store: EventStore, given: RoundInput, plan: MicroPlan, *, deps
     """
     snapshot = given.snapshot
     marks = micro_marks(snapshot, plan, deps.counter.count)
-    base = _base(given.view_tokens, given.view_items, 0, True, False)
-    compacted = tuple(mark.message_id for mark in marks)
-    result = msgspec.structs.replace(
-        base,
+    base = msgspec.structs.replace(
+        _base(given.view_tokens, given.view_items, 0, True, False),
         round_id=deps.new_id(),
-        outcome="micro_applied" if marks else "skipped",
-        strategy="tool-result-micro" if marks else None,
         reason="a micro plan applied by hand",
         estimated_saved_tokens=plan.estimated_saved_tokens,
-        tokens_after=given.view_tokens + view_delta(snapshot, plan, marks, given.caps),
-        compacted_count=len(compacted),
-        compacted_ids=compacted,
     )
+    result = _micro_result(base, marks, given.view_tokens + view_delta(snapshot, plan, marks, given.caps))
     if not marks:
         return RoundOutcome(result)
     final = (
         Breaker.after(given.latest).finished(manual=True, failed=False, config=CompactConfig()).stamp(result)
     )
-    step = commit(store, snapshot.session_id, snapshot.version, [*marks, CompactionRecorded(result=final)])
+    step = _commit_micro(store, snapshot, marks, final)
     return RoundOutcome(_recorded(final, step), (step,))
 
 
@@ -391,11 +360,25 @@ def _base(view_tokens: int, view_items: int, budget: int, manual: bool, force: b
     )
 
 
+def _micro_result(result: CompactResult, marks: list[MessageMarked], tokens_after: int) -> CompactResult:
+    """The result of a micro step that writes these marks (none: skipped), leaving the view at
+    `tokens_after` tokens."""
+    compacted = tuple(mark.message_id for mark in marks)
+    return msgspec.structs.replace(
+        result,
+        outcome="micro_applied" if marks else "skipped",
+        strategy="tool-result-micro" if marks else None,
+        tokens_after=tokens_after,
+        compacted_count=len(compacted),
+        compacted_ids=compacted,
+    )
+
+
 def _commit_micro(
-    run: _Round, snapshot: TranscriptSnapshot, marks: list[MessageMarked], result: CompactResult
+    store: EventStore, snapshot: TranscriptSnapshot, marks: list[MessageMarked], result: CompactResult
 ) -> Written:
     events: list[Event] = [*marks, CompactionRecorded(result=result)]
-    return commit(run.store, snapshot.session_id, snapshot.version, events)
+    return commit(store, snapshot.session_id, snapshot.version, events)
 
 
 def _recorded(result: CompactResult, step: Written) -> CompactResult:
@@ -419,35 +402,34 @@ def _full(
         return _no_full(
             run, snapshot, result, written, "nothing older than the kept window can be summarized"
         )
-    within = result.tokens_after <= budget
-    if config.emergency_path and within and not run.options.force and _too_small(run, prepared):
-        return _no_full(
-            run, snapshot, result, written, "what is older than the kept window is smaller than its summary"
-        )
-    asked_model = (yield from attempts(prepared.request)) if run.use_model else None
+    local = None  # the local checkpoint of `prepared`, once built (it is also the fallback)
+    if config.emergency_path and result.tokens_after <= budget and not run.options.force:
+        local = LocalSummarizer().checkpoint(prepared.request)
+        if _too_small(run, prepared, local):
+            return _no_full(
+                run,
+                snapshot,
+                result,
+                written,
+                "what is older than the kept window is smaller than its summary",
+            )
+    attempt = (yield from attempts(prepared.request)) if run.use_model else None
     now = run.deps.now()
     summary_id = run.deps.new_id()
-    reading = checkpoint_from(prepared, asked_model.text if asked_model else None, now)
-    checkpoint, fallback = reading.checkpoint, reading.fallback
-    errors = _Errors().seen(asked_model, reading.parse_error)
-    asked = _request_tokens(run, prepared.request)
-    answered = _checkpoint_tokens(run, checkpoint)
-    model_failed = run.use_model and fallback
+    checkpoint, calls = _read(run, prepared, attempt, now, _Calls(), local=local)
     body = _summary(run, prepared, checkpoint, summary_id, now, reinject=True)
     tokens_after = result.tokens_after - prepared.cut.summarized_tokens + sum(body.tokens)
     if tokens_after > budget:
-        aggressive = _prepare(run, snapshot, aggressive=True, floor_seq=floor)
+        aggressive = _prepare(
+            run, snapshot, aggressive=True, floor_seq=floor, building_on=(prepared, checkpoint)
+        )
         if aggressive is not None and len(aggressive.cut.summarize) > len(prepared.cut.summarize):
-            aggressive = building_on(aggressive, prepared, checkpoint)
-            asked_model = (yield from attempts(aggressive.request)) if run.use_model else None
-            reading = checkpoint_from(aggressive, asked_model.text if asked_model else None, now)
-            checkpoint, again = reading.checkpoint, reading.fallback
-            errors = errors.seen(asked_model, reading.parse_error)
-            asked += _request_tokens(run, aggressive.request)
-            answered += _checkpoint_tokens(run, checkpoint)
-            fallback, model_failed = fallback or again, model_failed or (run.use_model and again)
+            attempt = (yield from attempts(aggressive.request)) if run.use_model else None
+            checkpoint, calls = _read(run, aggressive, attempt, now, calls)
             prepared = aggressive
             body = _summary(run, prepared, checkpoint, summary_id, now, reinject=True)
+    asked, answered, errors = calls.asked, calls.answered, calls.errors
+    model_failed = run.use_model and calls.fallback
     rest = result.tokens_after - prepared.cut.summarized_tokens
     for _ in range(_REFITS):
         if rest + sum(body.tokens) <= budget:
@@ -466,26 +448,27 @@ def _full(
         parse_error=errors.parse,
     )
     if tokens_after >= result.tokens_after:
-        return _no_full(run, snapshot, spent, written, "the summary would not make the view smaller")
+        return _no_full(
+            run, snapshot, spent, written, "the summary would not make the view smaller", errors.latest
+        )
     if config.emergency_path and tokens_after > budget and not run.options.force:
         # A checkpoint that leaves the view over budget breaks the cache for nothing: not written
         # (unless the caller forced the round: then they asked for the checkpoint itself).
-        return _no_full(run, snapshot, spent, written, "the summary would leave the view over budget")
+        return _no_full(
+            run, snapshot, spent, written, "the summary would leave the view over budget", errors.latest
+        )
     first = min(
         (seq for seq in prepared.cut.summarize if snapshot.entries[seq].message.kind != "summary"),
         default=prepared.cut.next_seq,
     )
-    economics = round_economics(
-        result.tokens_after - tokens_after,
-        invalidated_tokens(snapshot, first),
-        expected_calls(
-            snapshot,
-            config,
-            budget_tokens=budget,
-            view_after=tokens_after,
-            stored_tokens=run.given.stored_tokens,
-        ),
-        config.cache_pricing,
+    economics = micro_economics(
+        snapshot,
+        config,
+        freed=result.tokens_after - tokens_after,
+        invalidated=invalidated_tokens(snapshot, first),
+        view_tokens_now=result.tokens_after,
+        budget_tokens=budget,
+        stored_tokens=run.given.stored_tokens,
         summary_cost=config.cache_pricing.summary_cost(asked, answered),
     )
     result = msgspec.structs.replace(
@@ -497,7 +480,7 @@ def _full(
         tokens_after=tokens_after,
         delta_count=len(prepared.request.items),
         checkpoint_reused=prepared.previous is not None,
-        fallback_used=fallback,
+        fallback_used=calls.fallback,
         split_turn=prepared.cut.split_turn,
         checkpoint=checkpoint,
         failed=model_failed,
@@ -542,10 +525,39 @@ class _Errors(NamedTuple):
         )
 
 
-def _too_small(run: _Round, prepared: PreparedFull) -> bool:
+class _Calls(NamedTuple):
+    """A full step's summarizer calls so far: the tokens asked and answered, their errors, and whether
+    one fell back to the local summarizer."""
+
+    asked: int = 0
+    answered: int = 0
+    errors: _Errors = _Errors()
+    fallback: bool = False
+
+
+def _read(
+    run: _Round,
+    prepared: PreparedFull,
+    attempt: Attempts | None,
+    now: datetime,
+    calls: _Calls,
+    *,
+    local: Checkpoint | None = None,
+) -> tuple[Checkpoint, _Calls]:
+    """The checkpoint of one summarizer call for `prepared` (None: the model was not asked; `local`:
+    the local checkpoint, when already built), and `calls` with that call counted."""
+    reading = checkpoint_from(prepared, attempt.text if attempt else None, now, local=local)
+    return reading.checkpoint, _Calls(
+        asked=calls.asked + _request_tokens(run, prepared.request),
+        answered=calls.answered + _checkpoint_tokens(run, reading.checkpoint),
+        errors=calls.errors.seen(attempt, reading.parse_error),
+        fallback=calls.fallback or reading.fallback,
+    )
+
+
+def _too_small(run: _Round, prepared: PreparedFull, local: Checkpoint) -> bool:
     """Whether the history a full step would replace is no larger than the summary the local summarizer
-    makes of it (a model's is no cheaper to ask for): then asking for one is futile."""
-    local = LocalSummarizer().checkpoint(prepared.request)
+    makes of it (`local`; a model's is no cheaper to ask for): then asking for one is futile."""
     body = summary_message(prepared, local, (), message_id="estimate", now=run.deps.now())
     return prepared.cut.summarized_tokens <= run.deps.counter.count(body.text)
 
@@ -564,22 +576,24 @@ def _checkpoint_tokens(run: _Round, checkpoint: Checkpoint) -> int:
 
 
 def _prepare(
-    run: _Round, snapshot: TranscriptSnapshot, *, aggressive: bool, floor_seq: int | None
+    run: _Round,
+    snapshot: TranscriptSnapshot,
+    *,
+    aggressive: bool,
+    floor_seq: int | None,
+    building_on: tuple[PreparedFull, Checkpoint] | None = None,
 ) -> PreparedFull | None:
-    config = run.config
-    system = run.given.system_tokens
-    if system is None:
-        system = sum(view_tokens(e) for e in snapshot.entries if e.message.role == "system")
     return prepare_full(
         snapshot,
-        config,
+        run.config,
         previous=run.given.checkpoint,
         budget_tokens=run.budget,
         force=run.options.force,
         aggressive=aggressive,
-        keep_tokens=config.kept_tokens(run.budget, system),
-        floor_seq=floor_seq,
+        keep_tokens=run.config.kept_tokens(run.budget, run.given.system_tokens),
         shown=lambda entry: shown_message(entry, run.given.caps),
+        floor_seq=floor_seq,
+        building_on=building_on,
     )
 
 
@@ -610,19 +624,24 @@ def _summary(
 ) -> NewBody:
     files = reinjected_content(prepared, run.options.reinject, run.config, run.budget) if reinject else []
     message = summary_message(prepared, checkpoint, files, message_id=message_id, now=now)
-    return summary_body(message, run.deps.counter)
+    return prepare(message, run.deps.counter)
 
 
 def _no_full(
-    run: _Round, snapshot: TranscriptSnapshot, result: CompactResult, written: list[Written], reason: str
+    run: _Round,
+    snapshot: TranscriptSnapshot,
+    result: CompactResult,
+    written: list[Written],
+    reason: str,
+    error: str = "",
 ) -> RoundOutcome:
-    """Record a round whose full step could not make progress (nothing of that step is written)."""
+    """Record a round whose full step could not make progress (nothing of that step is written);
+    `error` is the latest error of its summarizer calls, for the breaker."""
     micro_done = result.compacted_count > 0
     failed = not micro_done and result.tokens_before / run.budget >= run.config.auto_compact_threshold
     outcome = "micro_applied_then_full_failed" if micro_done else "full_failed"
     result = msgspec.structs.replace(result, outcome=outcome, reason=reason)
     result = _irreducible(snapshot, run.config, run.budget, result, run.given.system_tokens)
-    error = result.summarizer_error or result.parse_error
     breaker = run.breaker.finished(manual=run.options.manual, failed=failed, config=run.config, error=error)
     final = breaker.stamp(result)
     step = commit(run.store, snapshot.session_id, snapshot.version, [CompactionRecorded(result=final)])
@@ -639,7 +658,7 @@ def _irreducible(
     config: CompactConfig,
     budget: int,
     result: CompactResult,
-    system_tokens: int | None,
+    system_tokens: int,
 ) -> CompactResult:
     """The result, saying `over_budget_irreducible` when what no round can reduce exceeds the budget:
     with the emergency path, the newest step and the system messages; else the kept recent steps."""

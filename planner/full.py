@@ -77,56 +77,48 @@ def prepare_full(
     budget_tokens: int,
     force: bool,
     aggressive: bool,
-    keep_tokens: int | None = None,
+    keep_tokens: int,
+    shown: Callable[[Entry], Message],
     floor_seq: int | None = None,
-    shown: Callable[[Entry], Message] | None = None,
+    building_on: tuple[PreparedFull, Checkpoint] | None = None,
 ) -> PreparedFull | None:
     """Plan a full step; None when nothing older than the kept window can be summarized.
 
-    The kept window holds `keep_tokens` (default `config.kept_tokens`; none when aggressive) and
-    always everything from `floor_seq` on (default: the kept recent steps). `shown` gives a message as
-    the model's view shows it (the caller renders; the planner does not): the summarizer is asked
-    about what the model saw, shortened results shortened. Without it, the stored bodies.
+    The kept window holds `keep_tokens` (none when aggressive) and always everything from
+    `floor_seq` on (default: the kept recent steps). `shown` gives a message as the model's view
+    shows it (the caller renders; the planner does not): the summarizer is asked about what the
+    model saw, shortened results shortened. `building_on` is the round's first step and the
+    checkpoint it made, when this (aggressive) step summarizes more: the request then holds only
+    what that step kept, on top of that checkpoint.
     """
-    keep = config.kept_tokens(budget_tokens) if keep_tokens is None else keep_tokens
-    if aggressive:
-        keep = 0
+    keep = 0 if aggressive else keep_tokens
     cut = plan_cut(snapshot, config, keep_recent_tokens=keep, force=force, floor_seq=floor_seq)
     if cut is None:
         return None
-    by_seq = snapshot.entries
-    summarized = [by_seq[seq].message if shown is None else shown(by_seq[seq]) for seq in cut.summarize]
+    summarized = [shown(snapshot.entries[seq]) for seq in cut.summarize]
     messages = tuple(m for m in summarized if m.kind != "summary")
+    goal_hint = _goal_hint(snapshot, messages)
+    checkpoint = previous
+    if building_on is not None:
+        first, checkpoint = building_on
+        # The hint was left out when the whole request held the task; what is left of it may not.
+        goal_hint = goal_hint or task_goal(messages)
+        messages = messages[len(first.request.messages) :]
     max_tokens = config.summary_tokens(budget_tokens) // (2 if aggressive else 1)
     request = SummaryRequest(
         system_prompt=SYSTEM_PROMPT,
         items=tuple(serialize(m) for m in messages),
         messages=messages,
-        previous_checkpoint=previous,
+        previous_checkpoint=checkpoint,
         max_output_tokens=max_tokens,
         # The split turn's part before the cut ends the items; the prompt shows it once, on its own.
-        prefix_items=len(cut.turn_prefix),
-        goal_hint=_goal_hint(snapshot, messages),
+        prefix_items=min(len(cut.turn_prefix), len(messages)),
+        goal_hint=goal_hint,
         list_cap=config.checkpoint_list_cap,
     )
     return PreparedFull(
         cut=cut, request=request, previous=previous, aggressive=aggressive, read_paths=_read_paths(summarized)
     )
-
-
-def building_on(aggressive: PreparedFull, first: PreparedFull, checkpoint: Checkpoint) -> PreparedFull:
-    """The aggressive step's request: only what the first step kept, on top of the first checkpoint."""
-    already = len(first.request.messages)
-    request = msgspec.structs.replace(
-        aggressive.request,
-        items=aggressive.request.items[already:],
-        messages=aggressive.request.messages[already:],
-        prefix_items=min(aggressive.request.prefix_items, len(aggressive.request.items[already:])),
-        previous_checkpoint=checkpoint,
-        # The hint was left out when the whole request held the task; what is left of it may not.
-        goal_hint=aggressive.request.goal_hint or task_goal(aggressive.request.messages),
-    )
-    return msgspec.structs.replace(aggressive, request=request, previous=first.previous)
 
 
 class Reading(msgspec.Struct, frozen=True, kw_only=True):
@@ -138,8 +130,11 @@ class Reading(msgspec.Struct, frozen=True, kw_only=True):
     parse_error: str = ""
 
 
-def checkpoint_from(prepared: PreparedFull, text: str | None, now: datetime) -> Reading:
-    """The step's checkpoint from the model's text, or the local fallback.
+def checkpoint_from(
+    prepared: PreparedFull, text: str | None, now: datetime, *, local: Checkpoint | None = None
+) -> Reading:
+    """The step's checkpoint from the model's text, or the local fallback (`local`, when the caller
+    already built it: `LocalSummarizer().checkpoint(prepared.request)`).
 
     A model's reply is merged into the previous checkpoint field by field (`merge`), so a reply that
     holds only what is new loses nothing; its goal is kept only when it holds the task the user gave,
@@ -156,7 +151,7 @@ def checkpoint_from(prepared: PreparedFull, text: str | None, now: datetime) -> 
             parse_error = bounded_error(exc)
     fallback = checkpoint is None
     if checkpoint is None:
-        checkpoint = LocalSummarizer().checkpoint(request)
+        checkpoint = local if local is not None else LocalSummarizer().checkpoint(request)
     else:
         cap = max(request.list_cap, 1)
         delta = msgspec.structs.replace(

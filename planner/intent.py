@@ -124,7 +124,11 @@ def first_request(messages: Sequence[Message]) -> str:
 
 def task_goal(messages: Sequence[Message]) -> str:
     """The checkpoint's goal: the first request, then the latest redirect when the user gave one."""
-    found = list(requests(messages))
+    return goal_of(list(requests(messages)))
+
+
+def goal_of(found: Sequence[str]) -> str:
+    """`task_goal` of a history whose `requests` are `found`."""
     if not found:
         return ""
     goal = clip(found[0], GOAL_CHARS)
@@ -139,8 +143,12 @@ def answers(messages: Sequence[Message], *, task: str | None = None) -> list[str
     redirects (replaced in the goal by the latest) are kept here too. `task` is the session's goal
     when `messages` are only part of it (its first request is then left out wherever it appears);
     without it, the first request of `messages` is the task."""
-    found = list(requests(messages))
-    goal = task if task is not None else task_goal(messages)
+    return answers_of(list(requests(messages)), task=task)
+
+
+def answers_of(found: Sequence[str], *, task: str | None = None) -> list[str]:
+    """`answers` of a history whose `requests` are `found`."""
+    goal = task if task is not None else goal_of(found)
     task = found[0] if task is None and found else task or ""
     later = [text for text in found if not _opens(task, text)]  # the task said again is no answer
     kept: list[str] = []
@@ -166,8 +174,12 @@ def constraints(messages: Sequence[Message], *, task: str | None = None) -> list
     """The sentences of the user's later requests (answers included: "don't touch the tests") that
     set a requirement or a limit. The first request is left out: the goal carries its own words
     (`task` as in `answers`)."""
+    return constraints_of(list(requests(messages)), task=task)
+
+
+def constraints_of(texts: Sequence[str], *, task: str | None = None) -> list[str]:
+    """`constraints` of a history whose `requests` are `texts`."""
     found: dict[str, None] = {}
-    texts = list(requests(messages))
     task = texts[0] if task is None and texts else task or ""
     later = [text for text in texts if not _opens(task, text)]
     for text in later:

@@ -83,13 +83,16 @@ def micro_economics(
     snapshot: TranscriptSnapshot,
     config: CompactConfig,
     *,
-    first_seq: int,
     freed: int,
+    invalidated: int,
     view_tokens_now: int,
     budget_tokens: int,
     stored_tokens: int,
+    summary_cost: float = 0.0,
 ) -> RoundEconomics:
-    """The economics of shortening messages from `first_seq` on, freeing about `freed` tokens."""
+    """The economics of a round that frees about `freed` tokens and invalidates `invalidated` cached
+    ones (`invalidated_tokens` from the first message it changes); `summary_cost` is what its
+    summarizer request costs (a full round's)."""
     calls = expected_calls(
         snapshot,
         config,
@@ -97,7 +100,7 @@ def micro_economics(
         view_after=view_tokens_now - freed,
         stored_tokens=stored_tokens,
     )
-    return round_economics(freed, invalidated_tokens(snapshot, first_seq), calls, config.cache_pricing)
+    return round_economics(freed, invalidated, calls, config.cache_pricing, summary_cost=summary_cost)
 
 
 def choose_micro(
@@ -122,22 +125,27 @@ def choose_micro(
     if not points:
         return None
     invalidated = invalidated_from(snapshot, (seq for seq, _ in points))
-    pricing = config.cache_pricing
-    options = []
-    for seq, freed in points:
-        calls = expected_calls(
-            snapshot,
-            config,
-            budget_tokens=budget_tokens,
-            view_after=view_tokens_now - freed,
-            stored_tokens=stored_tokens,
+    options = [
+        (
+            seq,
+            micro_economics(
+                snapshot,
+                config,
+                freed=freed,
+                invalidated=invalidated[seq],
+                view_tokens_now=view_tokens_now,
+                budget_tokens=budget_tokens,
+                stored_tokens=stored_tokens,
+            ),
         )
-        options.append((seq, round_economics(freed, invalidated[seq], calls, pricing)))
+        for seq, freed in points
+    ]
     if need is not None:
         enough = next(((seq, e) for seq, e in options if e.freed_tokens >= need), None)
         return None if enough is None else (plan.from_seq(enough[0]), enough[1])
     paying = [(seq, e) for seq, e in options if e.pays_back]
     if not paying:
         return plan, options[-1][1]
+    pricing = config.cache_pricing
     seq, best = max(paying, key=lambda option: net_gain(option[1], pricing))
     return plan.from_seq(seq), best

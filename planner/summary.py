@@ -19,8 +19,7 @@ from typing import Final, Protocol
 
 import msgspec
 
-from planner.intent import answers, clip as clip, constraints, edited_files, task_goal
-from planner.observations import is_observation
+from planner.intent import answers_of, clip as clip, constraints_of, edited_files, goal_of, requests
 from transcript.model import Message, TextPart, ToolCall, ToolResult
 from transcript.model.checkpoint import CHECKPOINT_JSON_SCHEMA_HINT, LIST_CAP, Checkpoint, merge, to_json
 from transcript.model.errors import PromptTooLong
@@ -61,8 +60,7 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     messages as values, for summarizers that work on structure rather than text. When the cut fell
     inside a turn, the last `prefix_items` items are that turn's part before the cut: a text prompt
     shows them once, in their own section, to be summarised on their own as work in progress
-    (`conversation` joins the items before them, `turn_part` the turn's). `turn_prefix` is that
-    part's text given by hand instead (a request built without `prefix_items`). `goal_hint` is the
+    (`conversation` joins the items before them, `turn_part` the turn's). `goal_hint` is the
     task the user gave (their first request and latest redirect, read from the whole session);
     `list_cap` bounds every list of the checkpoint.
     """
@@ -71,7 +69,6 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     items: tuple[str, ...]
     previous_checkpoint: Checkpoint | None
     max_output_tokens: int
-    turn_prefix: str = ""
     goal_hint: str = ""
     messages: tuple[Message, ...] = ()
     prefix_items: int = 0
@@ -87,7 +84,7 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
         """The split turn's part before the cut, serialized ("" when the cut split no turn)."""
         if self.prefix_items:
             return "\n\n".join(self.items[-self.prefix_items :])
-        return self.turn_prefix
+        return ""
 
     def without_oldest_quarter(self) -> SummaryRequest:
         """The same request with the oldest quarter of its items dropped (at least one)."""
@@ -146,18 +143,6 @@ def serialize(message: Message) -> str:
     return "\n".join(lines)
 
 
-def latest_goal(messages: Sequence[Message]) -> str:
-    """The text of the latest real user message (never a summary, expanded command text or an
-    observation: tool or environment output carried by a user message)."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.role != "user" or message.kind != "message" or not message.text.strip():
-            continue
-        if not is_observation(message, messages[index - 1] if index else None):
-            return message.text.strip()
-    return ""
-
-
 class LocalSummarizer:
     """The deterministic, model-free summarizer; also the fallback when a model summarizer fails.
 
@@ -181,6 +166,8 @@ class LocalSummarizer:
         messages = request.messages
         said = [m.text.strip().splitlines()[0] for m in messages if m.role == "assistant" and m.text.strip()]
         errors, approvals = self._errors(messages)
+        found = list(requests(messages))  # the user's requests, read once for the goal, constraints, answers
+        task = request.goal_hint or None
         previous = request.previous_checkpoint
         if previous is not None:
             previous = msgspec.structs.replace(
@@ -190,12 +177,12 @@ class LocalSummarizer:
                 critical_context=tuple(i for i in previous.critical_context if not i.startswith(_FILES_NOTE)),
             )
         delta = Checkpoint(
-            goal=clip(request.goal_hint or task_goal(messages), GOAL_CLIP_CHARS),
-            constraints=tuple(constraints(messages, task=request.goal_hint or None)),
+            goal=clip(request.goal_hint or goal_of(found), GOAL_CLIP_CHARS),
+            constraints=tuple(constraints_of(found, task=task)),
             done=tuple(clip(item, self.item_chars) for item in said[-self.recent_items :]),
             in_progress=(self._split_turn(request),) if request.turn_part else (),
             blocked=tuple(approvals[-self.recent_items :]) + tuple(errors[-self.recent_items :]),
-            key_decisions=tuple(answers(messages, task=request.goal_hint or None)[-self.recent_items :]),
+            key_decisions=tuple(answers_of(found, task=task)[-self.recent_items :]),
             files=tuple(edited_files(messages)),
             source_item_count=len(messages),
         )

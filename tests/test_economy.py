@@ -14,7 +14,8 @@ from hypothesis import given, strategies as st
 from planner import CachePricing, CompactConfig, InvalidConfig
 from planner.cut import irreducible_tokens
 from planner.economics import payback_calls, round_economics
-from planner.summary import SummaryRequest, latest_goal, prompt_text
+from planner.intent import requests
+from planner.summary import SummaryRequest, prompt_text
 from projection import plan_from_persisted_directives, render_llm_view
 from projection.caps import NEUTRAL
 from projection.render import (
@@ -312,15 +313,16 @@ def test_the_old_style_swe_agent_importer_marks_observations_not_the_task() -> N
         marked = bool((message.metadata or {}).get("observation"))
         after_assistant = index > 0 and raw[index - 1]["role"] == "assistant"
         assert marked == (message.role == "user" and after_assistant), index
-    assert "Pixel Representation" in latest_goal(session.messages)  # the issue, not an observation
+    (request,) = requests(session.messages)  # the issue; no observation is a request
+    assert "Pixel Representation" in request
 
 
-def test_the_latest_goal_is_never_an_observation() -> None:
+def test_an_observation_is_never_a_request() -> None:
     acted = Message.assistant("let me look", metadata={"action": "ls"})
     messages = [Message.user("fix the parser"), acted, Message.user("a.py b.py")]
-    assert latest_goal(messages) == "fix the parser"
+    assert list(requests(messages)) == ["fix the parser"]
     wrapped = [Message.user("fix it"), Message.assistant("ok"), Message.user("<bash-stdout>x</bash-stdout>")]
-    assert latest_goal(wrapped) == "fix it"
+    assert list(requests(wrapped)) == ["fix it"]
 
 
 def test_policy_two_renders_tool_results_as_policy_one_and_also_shortens_text() -> None:

@@ -39,10 +39,10 @@ class FakeModel:
 def _request(**overrides: Any) -> SummaryRequest:
     fields: dict[str, Any] = {
         "system_prompt": "keep the checkpoint",
-        "items": ("[user] fix it", "[assistant → Bash] pytest"),
+        "items": ("[user] fix it", "[assistant → Bash] pytest", "[user] the turn that was split"),
         "previous_checkpoint": Checkpoint(goal="earlier goal"),
         "max_output_tokens": 500,
-        "turn_prefix": "[user] the turn that was split",
+        "prefix_items": 1,
     }
     fields.update(overrides)
     return SummaryRequest(**fields)
