@@ -42,7 +42,7 @@ from transcript.formats.claude_code_records import (
     decode,
 )
 from transcript.formats.claude_code_thread import Branches, Thread
-from transcript.formats.pairing import file_time
+from transcript.formats.pairing import UTF8_BOM, file_time, read_bytes
 from transcript.model import Message
 
 SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
@@ -200,7 +200,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
     path = Path(path)
     files = _subagent_files(path)
     reader = _Reader(path, frozenset(agent for agent, _, _ in files))
-    reader.read(path.read_bytes())
+    reader.read(read_bytes(path))
     if not reader.session_ids:
         raise FormatError(path, None, "no user or assistant records: nothing to import")
     session_id = next(iter(reader.session_ids))
@@ -213,7 +213,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
     sessions.extend(_children(reader, reader, session_id, ids, used))
     for agent, file, meta in files:
         sub = _Reader(file, single=True)
-        sub.read(file.read_bytes())
+        sub.read(read_bytes(file))
         linked = meta or reader.agent_calls.get(agent)
         sessions.extend(_children(sub, reader, session_id, ids, used, linked=linked, agent=agent))
     if not sessions:
@@ -244,7 +244,7 @@ def _subagent_files(path: Path) -> list[tuple[str, Path, str | None]]:
 
 def _meta_call(meta: Path) -> str | None:
     try:
-        value = msgspec.json.decode(meta.read_bytes())
+        value = msgspec.json.decode(read_bytes(meta))
     except (OSError, msgspec.DecodeError):
         return None
     call = value.get("toolUseId") if isinstance(value, dict) else None
@@ -254,7 +254,7 @@ def _meta_call(meta: Path) -> str | None:
 def _first_session_id(file: Path) -> str | None:
     try:
         with file.open("rb") as handle:
-            first = handle.readline()
+            first = handle.readline().removeprefix(UTF8_BOM)
         value = msgspec.json.decode(first)
     except (OSError, msgspec.DecodeError):
         return None

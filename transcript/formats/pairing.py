@@ -39,13 +39,13 @@ from transcript.model import (
 )
 from transcript.model.errors import InvalidMessage
 
-_BOM: Final = b"\xef\xbb\xbf"
+UTF8_BOM: Final = b"\xef\xbb\xbf"
 
 
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes, without a leading UTF-8 byte-order mark."""
-    data = path.read_bytes()
-    return data[len(_BOM) :] if data.startswith(_BOM) else data
+    """The file's bytes, without a leading UTF-8 byte-order mark: every importer reads its file here,
+    so what detection accepts with a BOM the importer reads too."""
+    return path.read_bytes().removeprefix(UTF8_BOM)
 
 
 def file_time(path: Path) -> datetime:

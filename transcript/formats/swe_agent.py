@@ -32,6 +32,7 @@ from transcript.formats.pairing import (
     file_time,
     get_str,
     image_part,
+    read_bytes,
     thinking_part,
     tool_call,
 )
@@ -62,7 +63,7 @@ class _Entry(NamedTuple):
 def parse(path: str | Path) -> list[ParsedSession]:
     """The one session of a SWE-agent trajectory file."""
     path = Path(path)
-    data = path.read_bytes()
+    data = read_bytes(path)
     document = decode_document(path, data)
     if not isinstance(document, dict) or not isinstance(document.get("history"), list):
         raise FormatError(path, 1, "a SWE-agent trajectory must be a JSON object with a 'history' list")
