@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, NamedTuple
@@ -46,6 +46,22 @@ def read_bytes(path: Path) -> bytes:
     """The file's bytes, without a leading UTF-8 byte-order mark: every importer reads its file here,
     so what detection accepts with a BOM the importer reads too."""
     return path.read_bytes().removeprefix(UTF8_BOM)
+
+
+def json_lines(path: Path, data: bytes) -> Iterator[tuple[int, Any]]:
+    """The records of a JSON lines file with their 1-based line numbers, blank lines skipped; a
+    `FormatError` naming the first line that is not JSON."""
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if raw.strip():
+            try:
+                yield number, msgspec.json.decode(raw)
+            except msgspec.DecodeError as exc:
+                raise FormatError(path, number, f"not a JSON record: {exc}") from exc
+
+
+def line_of(lines: Sequence[int | None]) -> Callable[[int], int | None]:
+    """A `History`'s `line_of` over the lines a caller appends as it reads records (None past the end)."""
+    return lambda index: lines[index] if 0 <= index < len(lines) else None
 
 
 def file_time(path: Path) -> datetime:
