@@ -41,7 +41,7 @@ from transcript.formats.claude_code_records import (
     agent_progress,
     decode,
 )
-from transcript.formats.claude_code_thread import Branches, Thread
+from transcript.formats.claude_code_thread import Branches, Thread, some
 from transcript.formats.pairing import UTF8_BOM, file_time, read_bytes
 from transcript.model import Message
 
@@ -98,7 +98,7 @@ class _Reader:
 
     def _record(self, record: Line, line: int) -> None:
         if isinstance(record, Summary):
-            self.summaries.append({"summary": record.summary, **_some(leaf_uuid=record.leaf_uuid)})
+            self.summaries.append({"summary": record.summary, **some(leaf_uuid=record.leaf_uuid)})
             return
         if record.uuid is not None:
             earlier = self.seen.setdefault(record.uuid, line)
@@ -190,10 +190,6 @@ class _Reader:
         return self._mtime
 
 
-def _some(**values: Any) -> dict[str, Any]:
-    return {key: value for key, value in values.items() if value is not None}
-
-
 def parse(path: str | Path) -> list[ParsedSession]:
     """The sessions of a Claude Code JSONL file and of the sub-agent files beside it: the main
     conversation, then one per sub-agent."""
@@ -266,7 +262,7 @@ def _main_session(reader: _Reader, thread: Thread, session_id: str) -> ParsedSes
     metadata: dict[str, Any] = {}
     first = thread.first
     if first is not None:
-        metadata.update(_some(cwd=first.cwd, version=first.version, git_branch=first.git_branch))
+        metadata.update(some(cwd=first.cwd, version=first.version, git_branch=first.git_branch))
     if reader.summaries:
         metadata["summaries"] = reader.summaries
     return _session(
@@ -320,7 +316,7 @@ def _children(
             name = f"{session_id}/{call_id}"
         else:
             name = f"{session_id}/agent-{own}" if own else f"{session_id}/sidechain/{key}"
-        metadata = _some(sidechain_root=key if agent is None else None, agent_id=own)
+        metadata = some(sidechain_root=key if agent is None else None, agent_id=own)
         child = _session(thread, session_id=name, metadata=metadata)
         if call_id is not None:
             used.add(call_id)

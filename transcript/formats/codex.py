@@ -68,7 +68,6 @@ class _Response:
     parts: list[Part] = field(default_factory=list)
     encrypted: list[str] = field(default_factory=list)
     calls: int = 0
-    text: bool = False
 
 
 class _Rollout:
@@ -130,7 +129,6 @@ class _Rollout:
                     created_at, new=self.response is not None and self.response.calls > 0
                 )
                 response.parts.extend(_content(item.get("content"), assistant=True))
-                response.text = True
                 return
             self.flush()
             parts = _content(item.get("content"), assistant=False)

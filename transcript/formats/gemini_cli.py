@@ -37,7 +37,6 @@ from transcript.formats.record_lines import RecordLines
 from transcript.model import ImagePart, Message, Part, ReasoningPart, ResultContent, TextPart, ToolCall
 
 TYPES: Final = ("user", "gemini", "info", "error", "warning")
-NOTICES: Final = ("info", "error", "warning")
 _HEADER_KEYS: Final = ("projectHash", "startTime", "lastUpdated", "kind")
 
 
