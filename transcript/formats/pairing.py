@@ -187,6 +187,16 @@ def tool_call(item: object, where: str, *, lenient: bool = False) -> ToolCall:
     raise BadRecord(f"{where}: 'arguments' must be a string{' or an object' if lenient else ''}")
 
 
+def tool_calls(value: object, *, lenient: bool = False) -> list[ToolCall]:
+    """The calls of a message's `tool_calls` list (none when it is absent or empty), each read by
+    `tool_call`."""
+    if not value:
+        return []
+    if not isinstance(value, list):
+        raise BadRecord("'tool_calls' must be a list")
+    return [tool_call(item, f"tool_calls[{k}]", lenient=lenient) for k, item in enumerate(value)]
+
+
 THINKING_BLOCKS: Final = ("thinking", "redacted_thinking")
 
 
