@@ -110,10 +110,13 @@ class Where(NamedTuple):
         return FormatError(self.path, self.line, f"{self.label}: {reason}" if self.label else reason)
 
     def read(self, parse: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        """`parse(*args, **kwargs)`, a `BadRecord` it raises turned into this place's `FormatError`."""
+        """`parse(*args, **kwargs)`, a `BadRecord` or `InvalidMessage` it raises turned into this place's
+        `FormatError` (a `FormatError`, which names its place already, passes as it is)."""
         try:
             return parse(*args, **kwargs)
-        except BadRecord as exc:
+        except FormatError:
+            raise
+        except (BadRecord, InvalidMessage) as exc:
             raise self.error(str(exc)) from exc
 
     def string(self, record: dict[str, Any], key: str) -> str:

@@ -41,8 +41,8 @@ from transcript.formats.claude_code_records import (
     agent_progress,
     decode,
 )
-from transcript.formats.claude_code_thread import Branches, Thread
-from transcript.formats.pairing import file_time
+from transcript.formats.claude_code_thread import Branches, Thread, some
+from transcript.formats.pairing import UTF8_BOM, file_time, read_bytes
 from transcript.model import Message
 
 SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
@@ -98,7 +98,7 @@ class _Reader:
 
     def _record(self, record: Line, line: int) -> None:
         if isinstance(record, Summary):
-            self.summaries.append({"summary": record.summary, **_some(leaf_uuid=record.leaf_uuid)})
+            self.summaries.append({"summary": record.summary, **some(leaf_uuid=record.leaf_uuid)})
             return
         if record.uuid is not None:
             earlier = self.seen.setdefault(record.uuid, line)
@@ -190,17 +190,13 @@ class _Reader:
         return self._mtime
 
 
-def _some(**values: Any) -> dict[str, Any]:
-    return {key: value for key, value in values.items() if value is not None}
-
-
 def parse(path: str | Path) -> list[ParsedSession]:
     """The sessions of a Claude Code JSONL file and of the sub-agent files beside it: the main
     conversation, then one per sub-agent."""
     path = Path(path)
     files = _subagent_files(path)
     reader = _Reader(path, frozenset(agent for agent, _, _ in files))
-    reader.read(path.read_bytes())
+    reader.read(read_bytes(path))
     if not reader.session_ids:
         raise FormatError(path, None, "no user or assistant records: nothing to import")
     session_id = next(iter(reader.session_ids))
@@ -213,7 +209,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
     sessions.extend(_children(reader, reader, session_id, ids, used))
     for agent, file, meta in files:
         sub = _Reader(file, single=True)
-        sub.read(file.read_bytes())
+        sub.read(read_bytes(file))
         linked = meta or reader.agent_calls.get(agent)
         sessions.extend(_children(sub, reader, session_id, ids, used, linked=linked, agent=agent))
     if not sessions:
@@ -244,7 +240,7 @@ def _subagent_files(path: Path) -> list[tuple[str, Path, str | None]]:
 
 def _meta_call(meta: Path) -> str | None:
     try:
-        value = msgspec.json.decode(meta.read_bytes())
+        value = msgspec.json.decode(read_bytes(meta))
     except (OSError, msgspec.DecodeError):
         return None
     call = value.get("toolUseId") if isinstance(value, dict) else None
@@ -254,7 +250,7 @@ def _meta_call(meta: Path) -> str | None:
 def _first_session_id(file: Path) -> str | None:
     try:
         with file.open("rb") as handle:
-            first = handle.readline()
+            first = handle.readline().removeprefix(UTF8_BOM)
         value = msgspec.json.decode(first)
     except (OSError, msgspec.DecodeError):
         return None
@@ -266,7 +262,7 @@ def _main_session(reader: _Reader, thread: Thread, session_id: str) -> ParsedSes
     metadata: dict[str, Any] = {}
     first = thread.first
     if first is not None:
-        metadata.update(_some(cwd=first.cwd, version=first.version, git_branch=first.git_branch))
+        metadata.update(some(cwd=first.cwd, version=first.version, git_branch=first.git_branch))
     if reader.summaries:
         metadata["summaries"] = reader.summaries
     return _session(
@@ -320,7 +316,7 @@ def _children(
             name = f"{session_id}/{call_id}"
         else:
             name = f"{session_id}/agent-{own}" if own else f"{session_id}/sidechain/{key}"
-        metadata = _some(sidechain_root=key if agent is None else None, agent_id=own)
+        metadata = some(sidechain_root=key if agent is None else None, agent_id=own)
         child = _session(thread, session_id=name, metadata=metadata)
         if call_id is not None:
             used.add(call_id)

@@ -201,9 +201,6 @@ class AgentProgress(msgspec.Struct, rename="camel", kw_only=True, frozen=True):
     message: dict[str, Any] | None = None
 
 
-_TURN: Final = msgspec.json.Decoder(User | Assistant)
-
-
 def agent_progress(record: Progress, path: Path, line: int) -> tuple[AgentProgress, User | Assistant | None]:
     """The data of an `agent_progress` record and the sub-agent's record it carries (None when none);
     a `FormatError` naming the line when either is malformed.

@@ -111,7 +111,7 @@ class Thread:
         content = record.message.content
         blocks = [Text(text=content)] if isinstance(content, str) else content
         parts = [_assistant_part(b) for b in blocks if not isinstance(b, ToolUse)] or [TextPart(text="")]
-        metadata = _some(api_error=True, api_message_id=record.message.id, model=record.message.model)
+        metadata = some(api_error=True, api_message_id=record.message.id, model=record.message.model)
         message = Message(
             id=record.uuid, role="assistant", parts=tuple(parts), created_at=at, metadata=metadata
         )
@@ -184,7 +184,7 @@ class Thread:
         if step is None:
             return
         records = step.records if step.records > 1 else None
-        metadata = _some(api_message_id=step.api_id, model=step.model, usage=step.usage, records=records)
+        metadata = some(api_message_id=step.api_id, model=step.model, usage=step.usage, records=records)
         assistant = Message(
             id=step.id,
             role="assistant",
@@ -308,5 +308,6 @@ def _derived_id(uuid: str, index: int) -> str:
     return f"{uuid}/{index}" if index else uuid
 
 
-def _some(**values: Any) -> dict[str, Any]:
+def some(**values: Any) -> dict[str, Any]:
+    """The values that are not None, by name (metadata that leaves out what a record does not say)."""
     return {key: value for key, value in values.items() if value is not None}

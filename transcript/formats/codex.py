@@ -32,7 +32,16 @@ from typing import Any, Final
 import msgspec
 
 from transcript.formats.base import BadRecord, FormatError, ParsedSession, Where
-from transcript.formats.pairing import History, file_time, get_str, image_part, iso_time, read_bytes
+from transcript.formats.pairing import (
+    History,
+    file_time,
+    get_str,
+    image_part,
+    json_lines,
+    line_of,
+    parse_time,
+    read_bytes,
+)
 from transcript.model import (
     ImagePart,
     Message,
@@ -41,7 +50,6 @@ from transcript.model import (
     TextPart,
     ToolCall,
 )
-from transcript.model.errors import InvalidMessage
 
 LINE_TYPES: Final = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
 CALL_ITEMS: Final = ("function_call", "custom_tool_call", "local_shell_call")
@@ -60,7 +68,6 @@ class _Response:
     parts: list[Part] = field(default_factory=list)
     encrypted: list[str] = field(default_factory=list)
     calls: int = 0
-    text: bool = False
 
 
 class _Rollout:
@@ -69,16 +76,13 @@ class _Rollout:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.lines: list[int] = []
-        self.history = History(self._line_of)
+        self.history = History(line_of(self.lines))
         self.session_id = path.stem
         self.metadata: dict[str, Any] = {}
         self.skipped: Counter[str] = Counter()
         self.model: str | None = None
         self.response: _Response | None = None
         self.mtime = file_time(path)
-
-    def _line_of(self, index: int) -> int | None:
-        return self.lines[index] if 0 <= index < len(self.lines) else None
 
     def record(self, record: Any, where: Where) -> None:
         if not isinstance(record, dict):
@@ -89,7 +93,7 @@ class _Rollout:
         payload = record.get("payload")
         if not isinstance(payload, dict):
             raise where.error("'payload' must be an object")
-        created_at = where.read(_time, record.get("timestamp"), self.mtime)
+        created_at = where.read(parse_time, record.get("timestamp"), self.mtime)[0]
         if kind == "session_meta":
             self._session_meta(payload, where)
         elif kind == "turn_context":
@@ -125,7 +129,6 @@ class _Rollout:
                     created_at, new=self.response is not None and self.response.calls > 0
                 )
                 response.parts.extend(_content(item.get("content"), assistant=True))
-                response.text = True
                 return
             self.flush()
             parts = _content(item.get("content"), assistant=False)
@@ -194,14 +197,6 @@ class _Rollout:
         self.history.add(
             Where(str(self.path), self.lines[index]).check(message), index, [c.id for c in calls]
         )
-
-
-def _time(value: object, fallback: datetime) -> datetime:
-    if value is None:
-        return fallback
-    if not isinstance(value, str):
-        raise BadRecord(f"'timestamp' must be a string, not {type(value).__name__}")
-    return iso_time(value)[0]
 
 
 def _content(content: object, *, assistant: bool) -> list[Part]:
@@ -285,20 +280,9 @@ def parse(path: str | Path) -> list[ParsedSession]:
     path = Path(path)
     rollout = _Rollout(path)
     seen = False
-    for number, raw in enumerate(read_bytes(path).split(b"\n"), start=1):
-        if not raw.strip():
-            continue
+    for number, record in json_lines(path, read_bytes(path)):
         where = Where(str(path), number)
-        try:
-            record = msgspec.json.decode(raw)
-        except msgspec.DecodeError as exc:
-            raise where.error(f"not a JSON record: {exc}") from exc
-        try:
-            rollout.record(record, where)
-        except FormatError:
-            raise
-        except InvalidMessage as exc:
-            raise where.error(str(exc)) from exc
+        where.read(rollout.record, record, where)
         seen = True
     if not seen:
         raise FormatError(path, None, "the file holds no records")

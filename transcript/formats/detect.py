@@ -23,11 +23,12 @@ from typing import Any, Final
 import msgspec
 
 from transcript.formats.base import FormatError
+from transcript.formats.codex import LINE_TYPES as _CODEX_TYPES
+from transcript.formats.mini_swe_agent import FORMAT_PREFIX as _MINI_SWE_AGENT_PREFIX
 from transcript.formats.pairing import read_bytes
 from transcript.formats.registry import IMPORTERS
 
 _SNIFF_LINES: Final = 20
-_CODEX_TYPES: Final = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _CLAUDE_TYPES: Final = frozenset({"user", "assistant", "summary", "system"})
 _CLAUDE_KEYS: Final = ("sessionId", "uuid", "leafUuid")
 _OPENAI_ROLES: Final = frozenset({"system", "developer", "tool", "function"})
@@ -56,7 +57,7 @@ def detect(path: str | Path) -> str:
     ):
         return "gemini-cli"
     if len(lines) == 1:
-        name = _single_line_format(path, first)
+        name = _shape_format(path, first, one_line=True)
         if name is not None:
             return name
     for line in lines:
@@ -142,19 +143,6 @@ def _line_format(record: Any) -> str | None:
     return None
 
 
-def _single_line_format(path: Path, value: Any) -> str | None:
-    """A one-line file: a JSON document written on one line, or JSON lines with one record."""
-    if isinstance(value, dict) and "history" in value and "trajectory" in value:
-        return "swe-agent"
-    if isinstance(value, dict) and _own_document(path, value) is not None:
-        return _own_document(path, value)
-    if isinstance(value, dict) and isinstance(value.get("messages"), list) and "role" not in value:
-        return _chat_format(path, value, value["messages"])
-    if isinstance(value, list):
-        return _shape_format(path, value)
-    return None
-
-
 def _document_format(path: Path, data: bytes) -> str:
     """A JSON document spread over lines: its top-level shape decides."""
     try:
@@ -170,15 +158,21 @@ def _document_format(path: Path, data: bytes) -> str:
     return name
 
 
-def _shape_format(path: Path, value: Any) -> str | None:
+def _shape_format(path: Path, value: Any, *, one_line: bool = False) -> str | None:
+    """The format of a JSON document of this shape, if any. `one_line`: the whole file is this one line,
+    a document written on one line or JSON lines with one record, so an object of chat `messages`
+    (without a `role` of its own) fits either chat line format (`_chat_format` decides)."""
     if isinstance(value, dict):
         if "history" in value and "trajectory" in value:
             return "swe-agent"
-        own = _own_document(path, value)
+        own = _own_document(value)
         if own is not None:
             return own
         if isinstance(value.get("messages"), list):
-            return _chat_document(path, value, value["messages"])
+            if not one_line:
+                return _chat_document(path, value, value["messages"])
+            if "role" not in value:
+                return _chat_format(path, value, value["messages"])
         return None
     if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
         return None
@@ -189,11 +183,11 @@ def _shape_format(path: Path, value: Any) -> str | None:
     return None
 
 
-def _own_document(path: Path, value: dict[str, Any]) -> str | None:
+def _own_document(value: dict[str, Any]) -> str | None:
     """mini-swe-agent and Gemini CLI documents, which hold `messages` of their own shape."""
     trajectory = value.get("trajectory_format")
     info = value.get("info")
-    if (isinstance(trajectory, str) and trajectory.startswith("mini-swe-agent")) or (
+    if (isinstance(trajectory, str) and trajectory.startswith(_MINI_SWE_AGENT_PREFIX)) or (
         isinstance(info, dict) and "mini_version" in info and "messages" in value
     ):
         return "mini-swe-agent"

@@ -17,7 +17,6 @@ Session id is `sessionId`, message ids the records' ids (`<message id>/<call id>
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
@@ -29,15 +28,15 @@ from transcript.formats.pairing import (
     History,
     file_time,
     get_str,
-    iso_time,
+    json_lines,
+    line_of,
+    parse_time,
     read_bytes,
 )
 from transcript.formats.record_lines import RecordLines
 from transcript.model import ImagePart, Message, Part, ReasoningPart, ResultContent, TextPart, ToolCall
-from transcript.model.errors import InvalidMessage
 
 TYPES: Final = ("user", "gemini", "info", "error", "warning")
-NOTICES: Final = ("info", "error", "warning")
 _HEADER_KEYS: Final = ("projectHash", "startTime", "lastUpdated", "kind")
 
 
@@ -59,17 +58,10 @@ def parse(path: str | Path) -> list[ParsedSession]:
     session_id = header.get("sessionId")
     if not isinstance(session_id, str) or not session_id:
         raise FormatError(path, 1, "'sessionId' must be a non-empty string")
-    chat = _Chat(path, session_id)
+    chat = _Chat(path)
     for record, line, label in records:
         where = Where(str(path), line, label)
-        try:
-            chat.message(record, where)
-        except BadRecord as exc:
-            raise where.error(str(exc)) from exc
-        except FormatError:
-            raise
-        except InvalidMessage as exc:
-            raise where.error(str(exc)) from exc
+        where.read(chat.message, record, where)
     if not chat.history.messages:
         raise FormatError(path, None, "the chat holds no messages")
     chat.history.finish()
@@ -99,7 +91,7 @@ def _lines(path: Path, data: bytes) -> tuple[dict[str, Any], list[tuple[Any, int
     place of its first."""
     header: dict[str, Any] | None = None
     records: dict[str, tuple[Any, int | None, str]] = {}
-    for number, record in _decoded(path, data):
+    for number, record in json_lines(path, data):
         where = Where(str(path), number)
         if not isinstance(record, dict):
             raise where.error(f"a record must be a JSON object, not {type(record).__name__}")
@@ -123,23 +115,12 @@ def _lines(path: Path, data: bytes) -> tuple[dict[str, Any], list[tuple[Any, int
     return header, list(records.values())
 
 
-def _decoded(path: Path, data: bytes) -> Iterator[tuple[int, Any]]:
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        if raw.strip():
-            try:
-                yield number, msgspec.json.decode(raw)
-            except msgspec.DecodeError as exc:
-                raise FormatError(path, number, f"not a JSON record: {exc}") from exc
-
-
 class _Chat:
-    def __init__(self, path: Path, session_id: str) -> None:
-        self.path = path
-        self.session_id = session_id
+    def __init__(self, path: Path) -> None:
         self.lines: list[int | None] = []
-        self.history = History(lambda index: self.lines[index] if 0 <= index < len(self.lines) else None)
+        self.history = History(line_of(self.lines))
         self.hidden: dict[str, str] = {}
-        self.mtime: datetime | None = None
+        self.mtime = file_time(path)
 
     def message(self, record: object, where: Where) -> None:
         if not isinstance(record, dict):
@@ -210,13 +191,7 @@ class _Chat:
             )
 
     def _time(self, value: object) -> datetime:
-        if value is None:
-            if self.mtime is None:
-                self.mtime = file_time(self.path)
-            return self.mtime
-        if not isinstance(value, str):
-            raise BadRecord(f"'timestamp' must be a string, not {type(value).__name__}")
-        return iso_time(value)[0]
+        return parse_time(value, self.mtime)[0]
 
 
 def _parts(content: object) -> list[ResultContent]:

@@ -28,7 +28,7 @@ from typing import Any, Final
 import msgspec
 
 from transcript.formats.base import BadRecord, FormatError, ParsedSession
-from transcript.formats.pairing import History, decode_document, file_time, get_str, tool_call
+from transcript.formats.pairing import History, decode_document, file_time, get_str, read_bytes, tool_calls
 from transcript.formats.record_lines import RecordLines
 from transcript.model import Message, TextPart
 from transcript.model.errors import InvalidMessage
@@ -41,7 +41,7 @@ _ACTION: Final = re.compile(r"```(?:bash|mswea_bash_command)[ \t]*\n(.*?)\n?```"
 def parse(path: str | Path) -> list[ParsedSession]:
     """The one session of a mini-swe-agent trajectory."""
     path = Path(path)
-    data = path.read_bytes()
+    data = read_bytes(path)
     document = decode_document(path, data)
     info: dict[str, Any] = {}
     if isinstance(document, dict):
@@ -133,10 +133,7 @@ class _Trajectory:
         created_at: datetime,
         index: int,
     ) -> None:
-        raw_calls = record.get("tool_calls") or []
-        if not isinstance(raw_calls, list):
-            raise BadRecord("'tool_calls' must be a list")
-        calls = [tool_call(item, f"tool_calls[{k}]", lenient=True) for k, item in enumerate(raw_calls)]
+        calls = tool_calls(record.get("tool_calls"), lenient=True)
         metadata: dict[str, Any] = {}
         if not calls:
             found = _ACTION.findall(text)

@@ -15,7 +15,7 @@ history back as this format.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -30,6 +30,7 @@ from transcript.formats.pairing import (
     decode_document,
     file_time,
     iso_time,
+    json_lines,
     read_bytes,
     tool_call,
 )
@@ -53,7 +54,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
     """The sessions of an OpenAI chat JSONL file; raises `FormatError` naming the bad line."""
     path = Path(path)
     default_time = file_time(path)
-    records = list(_records(path))
+    records = list(json_lines(path, read_bytes(path)))
     if not records:
         raise FormatError(path, None, "the file holds no records")
     first = records[0][1]
@@ -85,16 +86,6 @@ def parse_document(path: str | Path) -> list[ParsedSession]:
         _add_message(builder, item, where, default_time, {"index": index})
     model = document.get("model") if isinstance(document, dict) else None
     return [builder.session(metadata={"model": model} if isinstance(model, str) else {})]
-
-
-def _records(path: Path) -> Iterator[tuple[int, Any]]:
-    for number, raw in enumerate(read_bytes(path).split(b"\n"), start=1):
-        if not raw.strip():
-            continue
-        try:
-            yield number, msgspec.json.decode(raw)
-        except msgspec.DecodeError as exc:
-            raise FormatError(path, number, f"not a JSON record: {exc}") from exc
 
 
 def _conversation(path: Path, line: int, record: dict[str, Any], default_time: datetime) -> ParsedSession:

@@ -45,6 +45,7 @@ from transcript.formats.pairing import (
     image_part,
     locate_json_error,
     parse_time,
+    read_bytes,
     tool_call,
 )
 from transcript.formats.record_lines import RecordLines
@@ -65,7 +66,7 @@ _ARG_BOOKKEEPING: Final = ("thought", "blocking", "is_static", "cwd", "hidden", 
 def parse(path: str | Path) -> list[ParsedSession]:
     """The sessions of an OpenHands event array (one session) or evaluation JSONL (one per run)."""
     path = Path(path)
-    data = path.read_bytes()
+    data = read_bytes(path)
     mtime = file_time(path)
     if data.lstrip().startswith(b"["):
         events = decode_document(path, data)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, NamedTuple
@@ -39,13 +39,29 @@ from transcript.model import (
 )
 from transcript.model.errors import InvalidMessage
 
-_BOM: Final = b"\xef\xbb\xbf"
+UTF8_BOM: Final = b"\xef\xbb\xbf"
 
 
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes, without a leading UTF-8 byte-order mark."""
-    data = path.read_bytes()
-    return data[len(_BOM) :] if data.startswith(_BOM) else data
+    """The file's bytes, without a leading UTF-8 byte-order mark: every importer reads its file here,
+    so what detection accepts with a BOM the importer reads too."""
+    return path.read_bytes().removeprefix(UTF8_BOM)
+
+
+def json_lines(path: Path, data: bytes) -> Iterator[tuple[int, Any]]:
+    """The records of a JSON lines file with their 1-based line numbers, blank lines skipped; a
+    `FormatError` naming the first line that is not JSON."""
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if raw.strip():
+            try:
+                yield number, msgspec.json.decode(raw)
+            except msgspec.DecodeError as exc:
+                raise FormatError(path, number, f"not a JSON record: {exc}") from exc
+
+
+def line_of(lines: Sequence[int | None]) -> Callable[[int], int | None]:
+    """A `History`'s `line_of` over the lines a caller appends as it reads records (None past the end)."""
+    return lambda index: lines[index] if 0 <= index < len(lines) else None
 
 
 def file_time(path: Path) -> datetime:
@@ -169,6 +185,16 @@ def tool_call(item: object, where: str, *, lenient: bool = False) -> ToolCall:
     if lenient and (arguments is None or isinstance(arguments, dict)):
         return ToolCall(id=call_id, name=name, input=arguments or {})
     raise BadRecord(f"{where}: 'arguments' must be a string{' or an object' if lenient else ''}")
+
+
+def tool_calls(value: object, *, lenient: bool = False) -> list[ToolCall]:
+    """The calls of a message's `tool_calls` list (none when it is absent or empty), each read by
+    `tool_call`."""
+    if not value:
+        return []
+    if not isinstance(value, list):
+        raise BadRecord("'tool_calls' must be a list")
+    return [tool_call(item, f"tool_calls[{k}]", lenient=lenient) for k, item in enumerate(value)]
 
 
 THINKING_BLOCKS: Final = ("thinking", "redacted_thinking")

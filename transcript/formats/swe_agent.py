@@ -32,8 +32,9 @@ from transcript.formats.pairing import (
     file_time,
     get_str,
     image_part,
+    read_bytes,
     thinking_part,
-    tool_call,
+    tool_calls,
 )
 from transcript.formats.record_lines import RecordLines
 from transcript.model import (
@@ -62,7 +63,7 @@ class _Entry(NamedTuple):
 def parse(path: str | Path) -> list[ParsedSession]:
     """The one session of a SWE-agent trajectory file."""
     path = Path(path)
-    data = path.read_bytes()
+    data = read_bytes(path)
     document = decode_document(path, data)
     if not isinstance(document, dict) or not isinstance(document.get("history"), list):
         raise FormatError(path, 1, "a SWE-agent trajectory must be a JSON object with a 'history' list")
@@ -149,10 +150,7 @@ def _result(history: History, entry: _Entry) -> None:
 def _assistant(history: History, entry: _Entry) -> None:
     record, metadata, message_id, index = entry.record, entry.metadata, entry.id, entry.position
     text = _text_only(entry.parts, "assistant")
-    raw_calls = record.get("tool_calls") or []
-    if not isinstance(raw_calls, list):
-        raise BadRecord("'tool_calls' must be a list")
-    calls = [tool_call(item, f"tool_calls[{k}]", lenient=True) for k, item in enumerate(raw_calls)]
+    calls = tool_calls(record.get("tool_calls"), lenient=True)
     thought, action = record.get("thought"), record.get("action")
     if isinstance(thought, str) and thought and thought not in text:
         metadata["thought"] = thought
