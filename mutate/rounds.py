@@ -42,9 +42,9 @@ from planner.full import (
 )
 from planner.micro import MicroPlan, plan_emergency, plan_micro, stale_boundary
 from planner.payback import choose_micro, invalidated_tokens, micro_economics
-from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, clip, prompt_text
+from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, clip, complete, prompt_text
 from planner.trigger import determine_compact_action
-from transcript.model.checkpoint import Checkpoint, to_json, to_markdown
+from transcript.model.checkpoint import Checkpoint, to_markdown
 from transcript.model.events import CompactionRecorded, Event, MessageMarked, ProviderCaps
 from transcript.model.result import CompactResult, RoundPath, Strategy
 from transcript.model.snapshot import TranscriptSnapshot
@@ -402,10 +402,10 @@ def _full(
         return _no_full(
             run, snapshot, result, written, "nothing older than the kept window can be summarized"
         )
-    local = None  # the local checkpoint of `prepared`, once built (it is also the fallback)
+    local = None  # the local summarizer's reply to `prepared`, once built (it is also the fallback)
     if config.emergency_path and result.tokens_after <= budget and not run.options.force:
-        local = LocalSummarizer().checkpoint(prepared.request)
-        if _too_small(run, prepared, local):
+        local = LocalSummarizer().reply(prepared.request)
+        if _too_small(run, prepared, complete(local, prepared.request)):
             return _no_full(
                 run,
                 snapshot,
@@ -431,13 +431,15 @@ def _full(
     asked, answered, errors = calls.asked, calls.answered, calls.errors
     model_failed = run.use_model and calls.fallback
     rest = result.tokens_after - prepared.cut.summarized_tokens
+    shown = checkpoint
     for _ in range(_REFITS):
         if rest + sum(body.tokens) <= budget:
             break
-        # Still over budget: make the checkpoint fit the room that is left (re-injected files go first).
+        # Still over budget: the view shows as much of the checkpoint as fits the room that is left
+        # (re-injected files go first); the record keeps all of it, for the next round to merge into.
         room = max(budget - rest, _MIN_SUMMARY_TOKENS)
-        checkpoint = fit(checkpoint, int(len(to_markdown(checkpoint)) * room / sum(body.tokens)))
-        body = _summary(run, prepared, checkpoint, summary_id, now, reinject=False)
+        shown = fit(shown, int(len(to_markdown(shown, brief=True)) * room / sum(body.tokens)))
+        body = _summary(run, prepared, shown, summary_id, now, reinject=False)
     tokens_after = rest + sum(body.tokens)
     # The summarizer was asked all the same: what it cost stays on the record.
     spent = msgspec.structs.replace(
@@ -545,11 +547,12 @@ def _read(
     local: Checkpoint | None = None,
 ) -> tuple[Checkpoint, _Calls]:
     """The checkpoint of one summarizer call for `prepared` (None: the model was not asked; `local`:
-    the local checkpoint, when already built), and `calls` with that call counted."""
+    the local summarizer's reply, when already built), and `calls` with that call counted: its
+    request as sent, its answer as a model would have sent it."""
     reading = checkpoint_from(prepared, attempt.text if attempt else None, now, local=local)
     return reading.checkpoint, _Calls(
         asked=calls.asked + _request_tokens(run, prepared.request),
-        answered=calls.answered + _checkpoint_tokens(run, reading.checkpoint),
+        answered=calls.answered + run.deps.counter.count(reading.answer),
         errors=calls.errors.seen(attempt, reading.parse_error),
         fallback=calls.fallback or reading.fallback,
     )
@@ -566,13 +569,6 @@ def _request_tokens(run: _Round, request: SummaryRequest) -> int:
     """The input of one summarizer request, as a text model would be sent it."""
     count = run.deps.counter.count
     return count(request.system_prompt) + count(prompt_text(request))
-
-
-def _checkpoint_tokens(run: _Round, checkpoint: Checkpoint) -> int:
-    """The output of one summarizer request, as if a model had answered with this checkpoint (the
-    sections it is asked for; the metadata is the round's, not the model's)."""
-    answer = msgspec.structs.replace(checkpoint, generated_at=None, source_item_count=0, split_turn=False)
-    return run.deps.counter.count(to_json(answer))
 
 
 def _prepare(

@@ -17,13 +17,13 @@ import msgspec
 
 from planner.config import CompactConfig
 from planner.cut import CutPlan, plan_cut
-from planner.intent import contains_task, edited_files, first_request, task_goal
-from planner.summary import SYSTEM_PROMPT, LocalSummarizer, SummaryRequest, clip, serialize
+from planner.intent import task_goal
+from planner.summary import SYSTEM_PROMPT, LocalSummarizer, SummaryRequest, clip, complete, serialize
 from transcript.model.checkpoint import (
     Checkpoint,
     CheckpointParseError,
-    merge,
     parse_checkpoint,
+    to_json,
     to_markdown,
 )
 from transcript.model.message import Message, TextPart
@@ -37,8 +37,6 @@ CONTINUATION_HINT: Final = (
 REINJECT_HEADING: Final = "## Re-injected context"
 # The least of the goal `fit` keeps when a checkpoint must shrink (the task's opening survives).
 GOAL_FLOOR_CHARS: Final = 250
-# Between the task and a model's own goal when that goal lost the task.
-CURRENT_AIM: Final = "\n\nCurrent aim: "
 # How long a summarizer error or a parse error is kept on a round's result.
 ERROR_CHARS: Final = 500
 # The list sections `fit` drops items from, oldest first, when a checkpoint is too large.
@@ -123,67 +121,47 @@ def prepare_full(
 
 class Reading(msgspec.Struct, frozen=True, kw_only=True):
     """A step's checkpoint as read from the summarizer's reply: whether it fell back to the local
-    summarizer, and why the reply could not be read (`parse_error`, type and message, bounded)."""
+    summarizer, why the reply could not be read (`parse_error`, type and message, bounded), and
+    `answer`, the summarizer's output as a model would have sent it (the model's own text, or the
+    local summarizer's reply as JSON when no model answered)."""
 
     checkpoint: Checkpoint
     fallback: bool
+    answer: str = ""
     parse_error: str = ""
 
 
 def checkpoint_from(
     prepared: PreparedFull, text: str | None, now: datetime, *, local: Checkpoint | None = None
 ) -> Reading:
-    """The step's checkpoint from the model's text, or the local fallback (`local`, when the caller
-    already built it: `LocalSummarizer().checkpoint(prepared.request)`).
-
-    A model's reply is merged into the previous checkpoint field by field (`merge`), so a reply that
-    holds only what is new loses nothing; its goal is kept only when it holds the task the user gave,
-    else the task leads and the model's goal follows it; the files the summarized part edited or
-    created are added whatever the model named.
-    """
+    """The step's checkpoint from the model's text, or from the local summarizer's reply when the text
+    is missing or unreadable (`local`, when the caller already has it:
+    `LocalSummarizer().reply(prepared.request)`). Either reply is completed the same way
+    (`planner.summary.complete`: merged into the previous checkpoint, the task kept as the goal, the
+    files edited added)."""
     request = prepared.request
-    checkpoint: Checkpoint | None = None
+    reply: Checkpoint | None = None
     parse_error = ""
     if text is not None:
         try:
-            checkpoint = parse_checkpoint(text)
+            reply = parse_checkpoint(text)
         except CheckpointParseError as exc:
             parse_error = bounded_error(exc)
-    fallback = checkpoint is None
-    if checkpoint is None:
-        checkpoint = local if local is not None else LocalSummarizer().checkpoint(request)
-    else:
-        cap = max(request.list_cap, 1)
-        delta = msgspec.structs.replace(
-            checkpoint,
-            goal=anchored_goal(checkpoint.goal, request),
-            files=(*checkpoint.files, *edited_files(request.messages)),
-        )
-        checkpoint = merge(request.previous_checkpoint or Checkpoint(), delta, cap=cap)
+    fallback = reply is None
+    if reply is None:
+        reply = local if local is not None else LocalSummarizer().reply(request)
     checkpoint = msgspec.structs.replace(
-        checkpoint,
+        complete(reply, request),
         generated_at=now,
         source_item_count=len(prepared.cut.summarize),
         split_turn=prepared.cut.split_turn,
     )
     return Reading(
-        checkpoint=fit(checkpoint, request.max_output_tokens * 4), fallback=fallback, parse_error=parse_error
+        checkpoint=fit(checkpoint, request.max_output_tokens * 4),
+        fallback=fallback,
+        answer=text if text is not None else to_json(reply),
+        parse_error=parse_error,
     )
-
-
-def anchored_goal(goal: str, request: SummaryRequest) -> str:
-    """A model's goal that keeps the task: as given when it holds the opening of the task the user
-    gave (or there is none to keep), else the task followed by the model's goal."""
-    previous = request.previous_checkpoint.goal if request.previous_checkpoint is not None else ""
-    previous = previous.split(CURRENT_AIM, 1)[0]  # the task, without an aim an earlier reply added
-    task = request.goal_hint or previous or first_request(request.messages)
-    if not task.strip():
-        return goal
-    if not goal.strip():
-        return "" if previous.strip() and contains_task(previous, task) else task
-    if contains_task(goal, task):
-        return goal
-    return f"{task}{CURRENT_AIM}{clip(goal.strip(), 500)}"
 
 
 def bounded_error(error: BaseException) -> str:
@@ -197,7 +175,7 @@ def fit(checkpoint: Checkpoint, max_chars: int) -> Checkpoint:
     re-orient the model best, so they go last)."""
     floor = max(GOAL_FLOOR_CHARS, max_chars // 4)
     goal_clipped = False
-    while len(to_markdown(checkpoint)) > max_chars:
+    while len(to_markdown(checkpoint, brief=True)) > max_chars:
         longest = max(_FIT_SECTIONS, key=lambda name: len(getattr(checkpoint, name)))
         if getattr(checkpoint, longest):
             checkpoint = msgspec.structs.replace(checkpoint, **{longest: getattr(checkpoint, longest)[1:]})
@@ -220,7 +198,7 @@ def summary_message(
     now: datetime,
 ) -> Message:
     """The summary that replaces the excluded history in the view, anchored before the kept tail."""
-    text = f"{CONTINUATION_HINT}\n\n{to_markdown(checkpoint)}"
+    text = f"{CONTINUATION_HINT}\n\n{to_markdown(checkpoint, brief=True)}"
     if reinjected:
         files = "\n\n".join(f"### {title}\n```\n{content}\n```" for title, content in reinjected)
         text = f"{text}\n\n{REINJECT_HEADING}\n\n{files}"

@@ -19,22 +19,42 @@ from typing import Final, Protocol
 
 import msgspec
 
-from planner.intent import answers_of, clip as clip, constraints_of, edited_files, goal_of, requests
+from planner.intent import (
+    answers_of,
+    clip as clip,
+    constraints_of,
+    contains_task,
+    edited_files,
+    first_request,
+    requests,
+    task_goal,
+)
 from transcript.model import Message, TextPart, ToolCall, ToolResult
-from transcript.model.checkpoint import CHECKPOINT_JSON_SCHEMA_HINT, LIST_CAP, Checkpoint, merge, to_json
+from transcript.model.checkpoint import LIST_CAP, Checkpoint, merge, to_json
 from transcript.model.errors import PromptTooLong
 
 ITEM_CLIP_CHARS: Final = 2_000
 ARGUMENT_CLIP_CHARS: Final = 500
 GOAL_CLIP_CHARS: Final = 1_000
 SYSTEM_PROMPT: Final = (
-    "You maintain the checkpoint of a long coding-agent session whose older history is being "
-    "replaced by a summary. Read the conversation (and the previous checkpoint, if any) and return the "
-    "updated checkpoint as JSON with the keys goal, constraints, done, in_progress, blocked, "
-    "key_decisions, next_steps, critical_context, process_snapshots, files (lists of short strings; goal "
-    "is a string). The goal is the task the user gave, in their words, not the latest message. Keep "
-    "file paths, commands, error messages and decisions exactly. Do not invent work."
+    "You keep the checkpoint of a long coding-agent session whose older history is being replaced by "
+    "a summary. Read the conversation and reply with what it adds to the checkpoint. Keep file paths, "
+    "commands, error messages and decisions exactly. Do not invent work."
 )
+# The lists a reply may give, with what each holds (the prompt's shape of a reply).
+REPLY_FIELDS: Final[tuple[tuple[str, str], ...]] = (
+    ("constraints", "requirements and limits the user set"),
+    ("done", "work that is finished"),
+    ("in_progress", "work started and not finished"),
+    ("blocked", "what is blocked, and on what"),
+    ("key_decisions", "decisions taken, and why"),
+    ("next_steps", "what to do next, in order"),
+    ("critical_context", "facts the work depends on: paths, names, commands, errors, values"),
+    ("process_snapshots", "state of running processes, servers and jobs"),
+    ("files", "files edited or created by commands (those an edit tool's call names are added for you)"),
+)
+# Between the task and a model's own goal when that goal lost the task.
+CURRENT_AIM: Final = "\n\nCurrent aim: "
 _TOO_LONG: Final = re.compile(
     r"prompt (is )?too long|context (length|window)|maximum context|too many (input )?tokens|"
     r"request too large|\b413\b",
@@ -75,6 +95,11 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     list_cap: int = LIST_CAP
 
     @property
+    def task(self) -> str:
+        """The task the user gave: `goal_hint`, else the one the conversation holds ("" when none)."""
+        return self.goal_hint or task_goal(self.messages)
+
+    @property
     def conversation(self) -> str:
         """The messages to summarize before the split turn's part, serialized, oldest first."""
         return "\n\n".join(self.items[: len(self.items) - self.prefix_items])
@@ -102,21 +127,46 @@ class Summarizer(Protocol):
 
 
 def prompt_text(request: SummaryRequest) -> str:
-    """The user prompt a text model summarizer sends: previous checkpoint, split-turn prefix, history."""
-    size = f"Return the checkpoint as JSON, at most about {request.max_output_tokens} tokens."
-    sections = [f"{size}\n{CHECKPOINT_JSON_SCHEMA_HINT}"]
-    if request.previous_checkpoint is not None:
-        sections.append(
-            f"Previous checkpoint (update it with what follows):\n{to_json(request.previous_checkpoint)}"
+    """The user prompt a text model summarizer sends: what to reply, the previous checkpoint, the task,
+    the history and the split turn's part.
+
+    The model is asked only for what the history adds (`complete` merges it into the previous
+    checkpoint): its output is the dearest part of a round. The task is said once, and when the
+    caller knows it the model does not restate it (`complete` keeps it as the goal).
+    """
+    previous = request.previous_checkpoint
+    adds = "adds to the previous checkpoint" if previous is not None else "holds"
+    lines = [
+        f"Reply with one JSON object of at most about {request.max_output_tokens} tokens, holding only "
+        f"what the conversation below {adds}: lists of short plain strings under these keys, a key left "
+        "out when it has nothing:",
+        *(f"- {name}: {meaning}" for name, meaning in REPLY_FIELDS),
+    ]
+    if previous is not None:
+        lines.append(
+            "Do not repeat what the previous checkpoint holds, except to list an item under its new "
+            "status (in progress -> done)."
         )
-    previous_goal = request.previous_checkpoint.goal if request.previous_checkpoint is not None else ""
-    hint = request.goal_hint.strip()
-    if hint and previous_goal.strip() not in (hint, clip(hint, GOAL_CLIP_CHARS)):
-        # Said once: a goal the previous checkpoint already holds is not repeated.
-        sections.append(
-            f"The task the user gave (keep it in the goal): {clip(request.goal_hint, ITEM_CLIP_CHARS)}"
+    task = request.task
+    if task:
+        lines.append("The goal is the task the user gave, kept for you: leave it out.")
+    else:
+        lines.append('Also give "goal": what the user is trying to achieve, in one or two sentences.')
+    sections = ["\n".join(lines)]
+    if previous is not None:
+        # What the model needs of it: the task is shown once, the metadata is the caller's.
+        shown = msgspec.structs.replace(
+            previous,
+            goal="" if task else previous.goal,
+            generated_at=None,
+            source_item_count=0,
+            split_turn=False,
         )
-    sections.append(f"Conversation to summarize, oldest first:\n{request.conversation}")
+        sections.append(f"Previous checkpoint:\n{to_json(shown)}")
+    if request.goal_hint.strip():
+        sections.append(f"The task the user gave: {clip(request.goal_hint, ITEM_CLIP_CHARS)}")
+    if request.conversation:
+        sections.append(f"Conversation to summarize, oldest first:\n{request.conversation}")
     if request.turn_part:
         sections.append(
             "The current turn began before the cut and continues after it. Summarise its part before the "
@@ -124,6 +174,41 @@ def prompt_text(request: SummaryRequest) -> str:
             f"{request.turn_part}"
         )
     return "\n\n".join(sections)
+
+
+def complete(reply: Checkpoint, request: SummaryRequest) -> Checkpoint:
+    """The checkpoint a summarizer's reply makes: the reply merged into the previous checkpoint
+    (`merge`: what it leaves out is kept), the goal the task the user gave (a model's own goal that
+    lost the task follows it), the files the summarized part edited or created added.
+
+    The same for a model's reply and the local summarizer's, so they differ only in what they say.
+    The local summarizer's own notes in the previous checkpoint (a split-turn note, the files note of
+    earlier releases) are replaced, not repeated.
+    """
+    previous = request.previous_checkpoint or Checkpoint()
+    previous = msgspec.structs.replace(
+        previous,
+        in_progress=tuple(i for i in previous.in_progress if not i.startswith(_SPLIT_NOTE)),
+        critical_context=tuple(i for i in previous.critical_context if not i.startswith(_FILES_NOTE)),
+    )
+    goal = anchored_goal(reply.goal, request) if reply.goal.strip() else clip(request.task, GOAL_CLIP_CHARS)
+    delta = msgspec.structs.replace(reply, goal=goal, files=(*reply.files, *edited_files(request.messages)))
+    return merge(previous, delta, cap=max(request.list_cap, 1))
+
+
+def anchored_goal(goal: str, request: SummaryRequest) -> str:
+    """A model's goal that keeps the task: as given when it holds the opening of the task the user
+    gave (or there is none to keep), else the task followed by the model's goal."""
+    previous = request.previous_checkpoint.goal if request.previous_checkpoint is not None else ""
+    previous = previous.split(CURRENT_AIM, 1)[0]  # the task, without an aim an earlier reply added
+    task = request.goal_hint or previous or first_request(request.messages)
+    if not task.strip():
+        return goal
+    if not goal.strip():
+        return "" if previous.strip() and contains_task(previous, task) else task
+    if contains_task(goal, task):
+        return goal
+    return f"{task}{CURRENT_AIM}{clip(goal.strip(), 500)}"
 
 
 def serialize(message: Message) -> str:
@@ -154,43 +239,39 @@ class LocalSummarizer:
         self.recent_items = recent_items
         self.item_chars = item_chars
 
-    def checkpoint(self, request: SummaryRequest) -> Checkpoint:
-        """The checkpoint this summarizer would return, as a value.
+    def reply(self, request: SummaryRequest) -> Checkpoint:
+        """What this summarizer says of the request, as a model asked by `prompt_text` would reply:
+        only what the conversation adds, no goal (the caller keeps the task), no files an edit tool
+        names (the caller adds them).
 
-        The goal is the task the user gave (`request.goal_hint`, else the first request of the
-        messages, see `planner.intent`); the user's answers become decisions and the sentences of
-        their requests that set limits constraints; `files` names every file edited or created.
-        Merged into the previous checkpoint (each list capped at `request.list_cap`), its own
-        split-turn note is replaced, not repeated.
+        The user's answers become decisions and the sentences of their requests that set limits
+        constraints; the agent's recent messages what was done; failed tool results and refused
+        approvals what is blocked; a split turn's part a note of work in progress.
         """
         messages = request.messages
         said = [m.text.strip().splitlines()[0] for m in messages if m.role == "assistant" and m.text.strip()]
         errors, approvals = self._errors(messages)
-        found = list(requests(messages))  # the user's requests, read once for the goal, constraints, answers
+        found = list(requests(messages))  # the user's requests, read once for constraints and answers
         task = request.goal_hint or None
-        previous = request.previous_checkpoint
-        if previous is not None:
-            previous = msgspec.structs.replace(
-                previous,
-                in_progress=tuple(i for i in previous.in_progress if not i.startswith(_SPLIT_NOTE)),
-                # The note earlier releases kept instead of `files` (it named read files too).
-                critical_context=tuple(i for i in previous.critical_context if not i.startswith(_FILES_NOTE)),
-            )
-        delta = Checkpoint(
-            goal=clip(request.goal_hint or goal_of(found), GOAL_CLIP_CHARS),
+        return Checkpoint(
             constraints=tuple(constraints_of(found, task=task)),
             done=tuple(clip(item, self.item_chars) for item in said[-self.recent_items :]),
             in_progress=(self._split_turn(request),) if request.turn_part else (),
             blocked=tuple(approvals[-self.recent_items :]) + tuple(errors[-self.recent_items :]),
             key_decisions=tuple(answers_of(found, task=task)[-self.recent_items :]),
-            files=tuple(edited_files(messages)),
             source_item_count=len(messages),
         )
-        cap = max(request.list_cap, 1)
-        return merge(previous if previous is not None else Checkpoint(), delta, cap=cap)
+
+    def checkpoint(self, request: SummaryRequest) -> Checkpoint:
+        """The checkpoint this summarizer makes: its `reply` completed as any reply is (`complete`):
+        the goal is the task the user gave (`request.goal_hint`, else the first request of the
+        messages and the latest redirect, see `planner.intent`), `files` names every file edited or
+        created, and all of it is merged into the previous checkpoint (each list capped at
+        `request.list_cap`)."""
+        return complete(self.reply(request), request)
 
     def __call__(self, request: SummaryRequest, /) -> str:
-        return to_json(self.checkpoint(request))
+        return to_json(self.reply(request))
 
     def _split_turn(self, request: SummaryRequest) -> str:
         part = request.turn_part.strip()

@@ -10,6 +10,7 @@ re-inject after every full step.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
@@ -20,7 +21,7 @@ from planner import CompactConfig
 from planner.config import InvalidConfig
 from planner.full import fit
 from planner.intent import answers, constraints, edited_files, first_request, is_answer, task_goal
-from planner.summary import LocalSummarizer, SummaryRequest, prompt_text
+from planner.summary import REPLY_FIELDS, LocalSummarizer, SummaryRequest, complete, prompt_text, serialize
 from tests.test_full import GOAL, _grow, _over
 from transcript import Message, Store, ToolCall, Transcript
 from transcript.formats import detect_format, parse
@@ -31,6 +32,9 @@ FORMATS = Path(__file__).resolve().parent.parent / "fixtures" / "formats"
 
 def _call(name: str, **arguments: object) -> Message:
     return Message.assistant("", tool_calls=[ToolCall(id=f"id-{name}", name=name, input=dict(arguments))])
+
+
+AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
 def test_a_slash_command_is_read_for_its_arguments_and_markup_is_no_request() -> None:
@@ -103,7 +107,7 @@ def test_the_aggressive_step_keeps_the_task_and_its_redirect_in_the_goal(tmp_pat
                         Message.tool_result(call.id, "out words here\n" * 100, name="Bash"),
                     ]
                 )
-            result = t.compact(budget_tokens=3_000, config=CompactConfig.previous(), summarizer=summarizer)
+            result = t.compact(budget_tokens=2_700, config=CompactConfig.previous(), summarizer=summarizer)
             assert result.strategy == "aggressive-checkpoint" and result.checkpoint is not None
             goal = result.checkpoint.goal
             assert goal.startswith("fix the parser module") and redirect in goal, goal
@@ -246,6 +250,59 @@ def test_a_split_turn_is_sent_once_in_its_own_section() -> None:
     assert prompt.index("an older request") < turn
 
 
+def test_the_prompt_asks_only_for_what_is_new_and_says_the_task_once() -> None:
+    previous = Checkpoint(
+        goal=GOAL, done=("read the parser",), files=("src/p.py",), generated_at=AT, source_item_count=9
+    )
+    history = (Message.assistant("fixed the week parser"), Message.tool_result("c1", "ok", name="Bash"))
+    request = SummaryRequest(
+        system_prompt="s",
+        items=tuple(serialize(m) for m in history),
+        messages=history,
+        previous_checkpoint=previous,
+        max_output_tokens=300,
+        goal_hint=GOAL,
+    )
+    prompt = prompt_text(request)
+    for name, _ in REPLY_FIELDS:
+        assert f"- {name}: " in prompt
+    assert "adds to the previous checkpoint" in prompt and "Do not repeat what the previous" in prompt
+    assert prompt.count(GOAL) == 1 and "leave it out" in prompt
+    shown = prompt.split("Previous checkpoint:\n", 1)[1].split("\n", 1)[0]
+    assert parse_checkpoint(shown) == Checkpoint(done=("read the parser",), files=("src/p.py",))
+    # No task anywhere: the model is asked for the goal; nothing to show of an empty conversation.
+    bare = msgspec.structs.replace(request, goal_hint="", previous_checkpoint=None, prefix_items=2)
+    prompt = prompt_text(bare)
+    assert 'Also give "goal"' in prompt and "Previous checkpoint" not in prompt
+    assert "Conversation to summarize" not in prompt and "fixed the week parser" in prompt
+
+
+def test_a_model_reply_and_the_local_reply_are_completed_alike() -> None:
+    history = (
+        Message.user(GOAL),
+        Message.assistant(
+            "writing it", tool_calls=[ToolCall(id="w", name="Write", input={"file_path": "a.py"})]
+        ),
+        Message.tool_result("w", "ok", name="Write"),
+    )
+    request = SummaryRequest(
+        system_prompt="s",
+        items=tuple(serialize(m) for m in history),
+        messages=history,
+        previous_checkpoint=Checkpoint(goal=GOAL, in_progress=("the parser",), files=("b.py",)),
+        max_output_tokens=300,
+    )
+    reply = Checkpoint(done=("the parser",))
+    done = complete(reply, request)
+    assert done.goal == GOAL and done.files == ("b.py", "a.py")
+    assert done.done == ("the parser",) and not done.in_progress  # moved, not repeated
+    local = LocalSummarizer()
+    assert local.checkpoint(request) == complete(local.reply(request), request)
+    assert parse_checkpoint(local(request)) == msgspec.structs.replace(
+        local.reply(request), source_item_count=3
+    )
+
+
 def test_a_failing_summarizer_leaves_its_error_on_the_result_the_breaker_and_status() -> None:
     def broken(request: SummaryRequest) -> str:
         raise RuntimeError("HTTP 529 overloaded " + "x" * 2_000)
@@ -344,7 +401,7 @@ def test_the_task_said_again_is_no_answer() -> None:
 def test_fit_drops_the_oldest_files_last_and_then_fits() -> None:
     files = tuple(f"src/pkg/module_{i:03d}/implementation_file.py" for i in range(40))
     fitted = fit(Checkpoint(goal="g" * 2_000, done=("a", "b"), files=files), 800)
-    assert len(to_markdown(fitted)) <= 800
+    assert len(to_markdown(fitted, brief=True)) <= 800
     assert not fitted.done and fitted.files == files[len(files) - len(fitted.files) :] and fitted.files
     roomy = fit(Checkpoint(goal="g" * 2_000, done=("a",), files=files[:3]), 1_200)
     assert roomy.files == files[:3] and not roomy.done  # lists and the goal give way before files

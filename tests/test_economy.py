@@ -15,7 +15,7 @@ from planner import CachePricing, CompactConfig, InvalidConfig
 from planner.cut import irreducible_tokens
 from planner.economics import payback_calls, round_economics
 from planner.intent import requests
-from planner.summary import SummaryRequest, prompt_text
+from planner.summary import LocalSummarizer, SummaryRequest, prompt_text
 from projection import plan_from_persisted_directives, render_llm_view
 from projection.caps import NEUTRAL
 from projection.render import (
@@ -39,6 +39,7 @@ from transcript.session.simulate import Simulation, economy, simulate
 PREVIOUS = CompactConfig.previous()
 PRICED = CompactConfig()
 ANTHROPIC = CachePricing.preset("anthropic")
+REPLY = '{"goal": "continue", "done": ["read the parser"], "next_steps": ["run the tests"]}'
 SWE_OLD = CORPUS / "sweagent_pydicom-1458_gpt4.traj"
 CLAUDE_BIG = CORPUS / "claude-code_ccviewer_fe5e1c67.jsonl"
 
@@ -446,17 +447,51 @@ def test_a_full_round_records_its_summarizer_request_and_answer() -> None:
 
     def model(request: SummaryRequest) -> str:
         asked.append(request)
-        return '{"goal": "continue", "done": ["read the parser"], "next_steps": ["run the tests"]}'
+        return REPLY
 
     t = _long_session(PRICED)
     result = t.compact(budget_tokens=_budget(t, 1.0), summarizer=model)
     count = t.counter.count
     assert result.checkpoint is not None and asked
     assert result.summary_input_tokens == sum(count(r.system_prompt) + count(prompt_text(r)) for r in asked)
-    answer = msgspec.structs.replace(
-        result.checkpoint, generated_at=None, source_item_count=0, split_turn=False
+    # The output is what the model sent, not the checkpoint completed from it.
+    assert result.summary_output_tokens == len(asked) * count(REPLY) < count(to_json(result.checkpoint))
+
+
+def test_the_local_summarizer_is_priced_as_the_reply_a_model_would_send() -> None:
+    """Without a model, a round's output is priced as the local summarizer's reply sent by a model:
+    only what the summarized part adds, no goal and no files (the caller keeps and adds those)."""
+    asked: list[SummaryRequest] = []
+
+    def model(request: SummaryRequest) -> str:
+        asked.append(request)
+        return LocalSummarizer()(request)
+
+    results = []
+    for summarizer in (None, model):
+        t = _new(PRICED)  # the task: make the parser accept ISO weeks
+        for n in range(30):
+            call = ToolCall(
+                id=f"w{n}", name="Write", input={"file_path": f"src/m{n}.py", "content": "x = 1\n" * 60}
+            )
+            t.append_turn(
+                [
+                    Message.assistant(f"writing src/m{n}.py", tool_calls=[call]),
+                    Message.tool_result(call.id, "ok"),
+                ]
+            )
+        results.append(t.compact(budget_tokens=_budget(t, 1.0), summarizer=summarizer))
+    local, modelled = results
+    assert local.checkpoint is not None and modelled.checkpoint is not None
+    assert local.checkpoint.goal == "make the parser accept ISO weeks" and local.checkpoint.files
+    reply = LocalSummarizer().reply(asked[0])
+    assert not reply.goal and not reply.files and reply.done
+    assert local.summary_output_tokens == modelled.summary_output_tokens == t.counter.count(to_json(reply))
+    assert local.summary_output_tokens < t.counter.count(to_json(local.checkpoint))
+    same = {"generated_at": None}
+    assert msgspec.structs.replace(local.checkpoint, **same) == msgspec.structs.replace(
+        modelled.checkpoint, **same
     )
-    assert result.summary_output_tokens == count(to_json(answer))
 
 
 def test_the_summarizer_is_told_the_goal_once() -> None:

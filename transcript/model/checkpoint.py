@@ -74,22 +74,6 @@ LIST_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
 _LIST_FIELDS: Final = frozenset(name for name, _ in LIST_SECTIONS)
 EMPTY_MARKER: Final = "_none_"
 
-CHECKPOINT_JSON_SCHEMA_HINT: Final = """\
-Reply with one JSON object of this shape (every list holds short plain strings; [] when empty):
-{
-  "goal": "what the user is trying to achieve, in one or two sentences",
-  "constraints": ["requirements and limits the user set"],
-  "done": ["work that is finished"],
-  "in_progress": ["work started and not finished"],
-  "blocked": ["what is blocked, and on what"],
-  "key_decisions": ["decisions taken, and why"],
-  "next_steps": ["what to do next, in order"],
-  "critical_context": ["facts the work depends on: paths, names, commands, errors, values"],
-  "process_snapshots": ["state of running processes, servers and jobs"],
-  "files": ["paths of the files the work edited or created, exactly as the tools named them"]
-}
-Leave out generated_at, source_item_count and split_turn: the caller sets them."""
-
 
 # How many items each list of a merged checkpoint keeps (the oldest go first; done items before any
 # other when a checkpoint must shrink further, see `planner.full.fit`).
@@ -283,23 +267,32 @@ def _unescape(line: str) -> str:
     return line[1:] if line.startswith("\\") else line
 
 
-def to_markdown(cp: Checkpoint) -> str:
+def to_markdown(cp: Checkpoint, *, brief: bool = False) -> str:
     """The checkpoint for people: a heading per section in a fixed order, `_none_` for an empty one,
-    list items as "- item" (later lines indented two spaces), then a metadata block."""
+    list items as "- item" (later lines indented two spaces), then a metadata block.
+
+    `brief` is the form a model's view shows: the goal and only the sections that hold items, no
+    metadata (the round's record keeps the whole checkpoint); it parses back to the checkpoint
+    without its metadata.
+    """
     out = ["# Checkpoint", "", "## Goal", ""]
     if cp.goal:
         out.extend(_escape(line) for line in cp.goal.split("\n"))
     else:
         out.append(EMPTY_MARKER)
     for name, title in LIST_SECTIONS:
-        out += ["", f"## {title}", ""]
         items: tuple[str, ...] = getattr(cp, name)
+        if brief and not items:
+            continue
+        out += ["", f"## {title}", ""]
         for item in items:
             first, *rest = item.split("\n")
             out.append("- " + _escape(first))
             out.extend("  " + _escape(line) for line in rest)
         if not items:
             out.append(EMPTY_MARKER)
+    if brief:
+        return "\n".join(out) + "\n"
     at = cp.generated_at.isoformat() if cp.generated_at is not None else "none"
     out += ["", "## Metadata", ""]
     out.append(f"- generated at: {at}")
