@@ -436,7 +436,7 @@ def _full(
         if rest + sum(body.tokens) <= budget:
             break
         # Still over budget: the view shows as much of the checkpoint as fits the room that is left
-        # (re-injected files go first); the record keeps all of it, for the next round to merge into.
+        # (re-injected files go first); the record carries all of it, for the next round to merge into.
         room = max(budget - rest, _MIN_SUMMARY_TOKENS)
         shown = fit(shown, int(len(to_markdown(shown, brief=True)) * room / sum(body.tokens)))
         body = _summary(run, prepared, shown, summary_id, now, reinject=False)
@@ -484,7 +484,8 @@ def _full(
         checkpoint_reused=prepared.previous is not None,
         fallback_used=calls.fallback,
         split_turn=prepared.cut.split_turn,
-        checkpoint=checkpoint,
+        checkpoint=shown,
+        carried_checkpoint=checkpoint if shown != checkpoint else None,
         failed=model_failed,
         summary_input_tokens=asked,
         summary_output_tokens=answered,

@@ -17,7 +17,7 @@ import msgspec
 
 from planner.config import CompactConfig
 from planner.cut import CutPlan, plan_cut
-from planner.intent import task_goal
+from planner.intent import REDIRECT_MARK, task_goal
 from planner.summary import SYSTEM_PROMPT, LocalSummarizer, SummaryRequest, clip, complete, serialize
 from transcript.model.checkpoint import (
     Checkpoint,
@@ -180,13 +180,22 @@ def fit(checkpoint: Checkpoint, max_chars: int) -> Checkpoint:
         if getattr(checkpoint, longest):
             checkpoint = msgspec.structs.replace(checkpoint, **{longest: getattr(checkpoint, longest)[1:]})
         elif not goal_clipped:
-            checkpoint = msgspec.structs.replace(checkpoint, goal=clip(checkpoint.goal, floor))
+            checkpoint = msgspec.structs.replace(checkpoint, goal=clip_goal(checkpoint.goal, floor))
             goal_clipped = True
         elif checkpoint.files:
             checkpoint = msgspec.structs.replace(checkpoint, files=checkpoint.files[1:])
         else:
             break
     return checkpoint
+
+
+def clip_goal(goal: str, limit: int) -> str:
+    """A goal clipped to about `limit` characters: the opening of the task and of the user's latest
+    redirect both kept (the redirect is the task now)."""
+    task, mark, redirect = goal.partition(REDIRECT_MARK)
+    if not mark or len(goal) <= limit:
+        return clip(goal, limit)
+    return f"{clip(task, limit // 2)}{mark}{clip(redirect, limit // 2)}"
 
 
 def summary_message(

@@ -33,6 +33,8 @@ from transcript.model.message import Message, ToolCall
 
 GOAL_CHARS: Final = 1_000
 REDIRECT_CHARS: Final = 500
+# Between the task's first request and the user's latest redirect in a goal.
+REDIRECT_MARK: Final = "\n\nThen the user asked: "
 ANSWER_CHARS: Final = 200
 MAX_CONSTRAINTS: Final = 8
 
@@ -134,7 +136,7 @@ def goal_of(found: Sequence[str]) -> str:
     goal = clip(found[0], GOAL_CHARS)
     redirects = [text for text in found[1:] if not is_answer(text)]
     if redirects:
-        goal += f"\n\nThen the user asked: {clip(redirects[-1], REDIRECT_CHARS)}"
+        goal += f"{REDIRECT_MARK}{clip(redirects[-1], REDIRECT_CHARS)}"
     return goal
 
 

@@ -1,14 +1,15 @@
 """Summarizers: the small protocol full compaction calls, and the deterministic local summarizer.
 
 A summarizer is any callable `summarize(request: SummaryRequest) -> str` (or an async one returning
-an awaitable of `str`). It replies with the checkpoint as a JSON object or in the `## Goal` markdown
-form (`transcript.model.checkpoint`); a reply that does not parse makes the round fall back to the
-local summarizer and keeps the parse error on the round's result. It signals a prompt that is too
-long by raising `PromptTooLong`; errors whose message says so ("prompt too long", "context length",
-HTTP 413, ...) are recognised too. The local summarizer needs no model: it builds the checkpoint from
-the messages themselves (the task the user gave and its redirects, the user's answers and
-constraints, recent key items, tool errors, approval blocks, the files edited or created), merged
-into the previous one.
+an awaitable of `str`). It is asked (`prompt_text`) for only what the summarized messages add to the
+previous checkpoint, as a JSON object or in the `## Goal` markdown form
+(`transcript.model.checkpoint`); `complete` turns any reply into the checkpoint: merged into the
+previous one, the task the user gave as its goal, the files edit tools named added. A reply that
+does not parse makes the round fall back to the local summarizer and keeps the parse error on the
+round's result. A summarizer signals a prompt that is too long by raising `PromptTooLong`; errors
+whose message says so ("prompt too long", "context length", HTTP 413, ...) are recognised too. The
+local summarizer needs no model: its `reply` reads the messages themselves (the user's answers and
+constraints, recent key items, tool errors, approval blocks) and is completed like a model's.
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from planner.intent import (
     answers_of,
     clip as clip,
     constraints_of,
-    contains_task,
     edited_files,
-    first_request,
+    normalize,
     requests,
     task_goal,
 )
@@ -35,7 +35,6 @@ from transcript.model.errors import PromptTooLong
 
 ITEM_CLIP_CHARS: Final = 2_000
 ARGUMENT_CLIP_CHARS: Final = 500
-GOAL_CLIP_CHARS: Final = 1_000
 SYSTEM_PROMPT: Final = (
     "You keep the checkpoint of a long coding-agent session whose older history is being replaced by "
     "a summary. Read the conversation and reply with what it adds to the checkpoint. Keep file paths, "
@@ -53,6 +52,8 @@ REPLY_FIELDS: Final[tuple[tuple[str, str], ...]] = (
     ("process_snapshots", "state of running processes, servers and jobs"),
     ("files", "files edited or created by commands (those an edit tool's call names are added for you)"),
 )
+# How much of a model's goal must be the task's text for the goal to count as restating the task.
+_GOAL_HEAD: Final = 200
 # Between the task and a model's own goal when that goal lost the task.
 CURRENT_AIM: Final = "\n\nCurrent aim: "
 _TOO_LONG: Final = re.compile(
@@ -116,7 +117,11 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
         drop = max(1, len(self.items) // 4)
         items = self.items[drop:]
         return msgspec.structs.replace(
-            self, items=items, messages=self.messages[drop:], prefix_items=min(self.prefix_items, len(items))
+            self,
+            items=items,
+            messages=self.messages[drop:],
+            prefix_items=min(self.prefix_items, len(items)),
+            goal_hint=self.task,  # the task stays the same when the part that held it is dropped
         )
 
 
@@ -144,8 +149,8 @@ def prompt_text(request: SummaryRequest) -> str:
     ]
     if previous is not None:
         lines.append(
-            "Do not repeat what the previous checkpoint holds, except to list an item under its new "
-            "status (in progress -> done)."
+            "Do not repeat what the previous checkpoint holds, except to list an item again, in the same "
+            "words, under its new status (in progress -> done)."
         )
     task = request.task
     if task:
@@ -191,23 +196,23 @@ def complete(reply: Checkpoint, request: SummaryRequest) -> Checkpoint:
         in_progress=tuple(i for i in previous.in_progress if not i.startswith(_SPLIT_NOTE)),
         critical_context=tuple(i for i in previous.critical_context if not i.startswith(_FILES_NOTE)),
     )
-    goal = anchored_goal(reply.goal, request) if reply.goal.strip() else clip(request.task, GOAL_CLIP_CHARS)
+    # The task is bounded where it is read (`planner.intent.task_goal`): its redirect is never cut off.
+    goal = anchored_goal(reply.goal, request) if reply.goal.strip() else request.task
     delta = msgspec.structs.replace(reply, goal=goal, files=(*reply.files, *edited_files(request.messages)))
     return merge(previous, delta, cap=max(request.list_cap, 1))
 
 
 def anchored_goal(goal: str, request: SummaryRequest) -> str:
-    """A model's goal that keeps the task: as given when it holds the opening of the task the user
-    gave (or there is none to keep), else the task followed by the model's goal."""
+    """A model's own goal, anchored to the task the user gave (`request.task`, with its latest
+    redirect; else the previous checkpoint's): the goal when it holds the whole task, the task when
+    the goal opens as the task does (it restates it), else the task followed by the goal."""
     previous = request.previous_checkpoint.goal if request.previous_checkpoint is not None else ""
-    previous = previous.split(CURRENT_AIM, 1)[0]  # the task, without an aim an earlier reply added
-    task = request.goal_hint or previous or first_request(request.messages)
-    if not task.strip():
+    task = request.task or previous.split(CURRENT_AIM, 1)[0]  # without an aim an earlier reply added
+    said, whole = normalize(goal), normalize(task)
+    if not whole or whole in said:
         return goal
-    if not goal.strip():
-        return "" if previous.strip() and contains_task(previous, task) else task
-    if contains_task(goal, task):
-        return goal
+    if said[:_GOAL_HEAD] in whole:
+        return task  # the goal restates the task (perhaps more of it than the task keeps)
     return f"{task}{CURRENT_AIM}{clip(goal.strip(), 500)}"
 
 
@@ -259,7 +264,6 @@ class LocalSummarizer:
             in_progress=(self._split_turn(request),) if request.turn_part else (),
             blocked=tuple(approvals[-self.recent_items :]) + tuple(errors[-self.recent_items :]),
             key_decisions=tuple(answers_of(found, task=task)[-self.recent_items :]),
-            source_item_count=len(messages),
         )
 
     def checkpoint(self, request: SummaryRequest) -> Checkpoint:

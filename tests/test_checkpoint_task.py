@@ -26,6 +26,7 @@ from tests.test_full import GOAL, _grow, _over
 from transcript import Message, Store, ToolCall, Transcript
 from transcript.formats import detect_format, parse
 from transcript.model.checkpoint import Checkpoint, parse_checkpoint, to_json, to_markdown
+from transcript.model.errors import PromptTooLong
 
 FORMATS = Path(__file__).resolve().parent.parent / "fixtures" / "formats"
 
@@ -298,9 +299,85 @@ def test_a_model_reply_and_the_local_reply_are_completed_alike() -> None:
     assert done.done == ("the parser",) and not done.in_progress  # moved, not repeated
     local = LocalSummarizer()
     assert local.checkpoint(request) == complete(local.reply(request), request)
-    assert parse_checkpoint(local(request)) == msgspec.structs.replace(
-        local.reply(request), source_item_count=3
+    assert parse_checkpoint(local(request)) == local.reply(request)  # what a model would send: no metadata
+
+
+LONG_TASK = "Fix the ISO week parser in src/dates/parse.py so that it accepts 2024-W05 and 2024W05. " * 12
+REDIRECT = "Now instead make the CLI print week numbers with a new --weeks flag and add tests for it"
+
+
+def _redirected(task: str) -> Transcript:
+    t = Store.open(":memory:", tokenizer="chars/4").session("s")
+    t.append(Message.system("You are a coding agent."))
+    t.append(Message.user(task))
+    _grow(t, 6)
+    t.append(Message.user(REDIRECT))
+    _grow(t, 14, start=6)
+    return t
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"done": ["read the modules"]}',  # as the prompt asks: no goal
+        msgspec.json.encode({"goal": LONG_TASK.strip()}).decode(),  # the first request said again
+    ],
+)
+def test_a_long_task_keeps_its_redirect_in_the_goal(reply: str) -> None:
+    t = _redirected(LONG_TASK)
+    result = t.compact(budget_tokens=_over(t, 2.0), summarizer=lambda request: reply, force=True)
+    assert result.checkpoint is not None and not result.fallback_used
+    goal = result.checkpoint.goal
+    assert goal.startswith(LONG_TASK[:200]) and goal.endswith(REDIRECT) and "Current aim" not in goal
+
+
+def test_a_retry_without_the_oldest_quarter_still_shows_the_task() -> None:
+    prompts: list[str] = []
+
+    def model(request: SummaryRequest) -> str:
+        prompts.append(prompt_text(request))
+        if len(prompts) == 1:
+            raise PromptTooLong("prompt too long")
+        return '{"goal": "add week support", "done": ["read the modules"]}'
+
+    t = _redirected("make the date parser accept ISO weeks")
+    result = t.compact(budget_tokens=_over(t, 2.0), summarizer=model, force=True)
+    assert len(prompts) == 2 and result.checkpoint is not None
+    assert "The task the user gave: make the date parser accept ISO weeks" in prompts[1]
+    assert result.checkpoint.goal == (
+        "make the date parser accept ISO weeks\n\nThen the user asked: "
+        f"{REDIRECT}\n\nCurrent aim: add week support"
     )
+
+
+def test_a_checkpoint_shrunk_to_fit_the_view_is_carried_whole_to_the_next_round() -> None:
+    def model(request: SummaryRequest) -> str:
+        facts = [f"parse_week_{i} lives in src/module_{i}/parser.py line {i * 7}" for i in range(60)]
+        return msgspec.json.encode({"critical_context": facts}).decode()
+
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=model)
+    t.append(Message.system("You are a coding agent."))
+    t.append(Message.user(GOAL))
+    _grow(t, 20, size=3000)
+    budget = t.visible_messages().tokens // 6
+    result = t.compact(budget_tokens=budget, config=CompactConfig.previous(), force=True)
+    shown, carried = result.checkpoint, result.carried_checkpoint
+    assert shown is not None and carried is not None and result.tokens_after <= budget
+    assert len(shown.critical_context) < len(carried.critical_context)
+    summary = next(m for m in t.visible_messages().messages if m.kind == "summary")
+    assert to_markdown(shown, brief=True) in summary.text
+    assert t.latest_checkpoint() == shown
+    prompt = t.continuation_prompt(result)  # re-anchors on what the view shows, no more
+    assert shown.critical_context[-1] in prompt and carried.critical_context[0] not in prompt
+    seen: list[SummaryRequest] = []
+
+    def recorder(request: SummaryRequest) -> str:
+        seen.append(request)
+        return "{}"
+
+    t.compact(budget_tokens=budget * 6, summarizer=recorder, force=True)
+    assert seen and seen[0].previous_checkpoint is not None
+    assert seen[0].previous_checkpoint.critical_context == carried.critical_context
 
 
 def test_a_failing_summarizer_leaves_its_error_on_the_result_the_breaker_and_status() -> None:

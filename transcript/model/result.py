@@ -45,6 +45,10 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     and the later record supersedes the earlier. `version` is the version of the record's event (0
     for a round that recorded nothing); it is set when the record is read, never predicted.
 
+    `checkpoint` is the checkpoint as the view shows it (and the continuation prompt repeats it). When
+    it had to shrink to fit the budget, `carried_checkpoint` is the whole checkpoint, which the next
+    round builds on (None: the view shows all of it).
+
     Failures are kept, type and message, at most 500 characters each: `summarizer_error` is what the
     model summarizer raised this round (after its retries), `parse_error` why its reply could not be
     read as a checkpoint; `last_error` is the breaker's memory of the latest such failure, carried
@@ -70,6 +74,7 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     fallback_used: bool = False
     split_turn: bool = False
     checkpoint: Checkpoint | None = None
+    carried_checkpoint: Checkpoint | None = None
     failed: bool = False
     consecutive_failures: int = 0
     breaker: BreakerState = "closed"

@@ -538,7 +538,7 @@ class Transcript:
             view_items=len(view),
             caps=live.caps,
             latest=latest,
-            checkpoint=_latest_checkpoint(live.results),
+            checkpoint=_carried_checkpoint(live.results),
             cursor=seq if options is not None and fingerprint == options.config.fingerprint() else 0,
             unusable=live.rendered.unusable(),
             stored_tokens=live.stored_tokens,
@@ -618,5 +618,11 @@ def live_session(transcript: Transcript) -> LiveSession:
 
 
 def _latest_checkpoint(results: Sequence[CompactResult]) -> Checkpoint | None:
-    """The checkpoint of the latest round that made one."""
+    """The checkpoint of the latest round that made one, as its view shows it."""
     return next((r.checkpoint for r in reversed(results) if r.checkpoint is not None), None)
+
+
+def _carried_checkpoint(results: Sequence[CompactResult]) -> Checkpoint | None:
+    """The whole checkpoint of the latest round that made one: what the next round builds on."""
+    latest = next((r for r in reversed(results) if r.checkpoint is not None), None)
+    return None if latest is None else latest.carried_checkpoint or latest.checkpoint
