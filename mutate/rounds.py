@@ -548,11 +548,13 @@ def _read(
     local: Checkpoint | None = None,
 ) -> tuple[Checkpoint, _Calls]:
     """The checkpoint of one summarizer call for `prepared` (None: the model was not asked; `local`:
-    the local summarizer's reply, when already built), and `calls` with that call counted: its
-    request as sent, its answer as a model would have sent it."""
+    the local summarizer's reply, when already built), and `calls` with that call counted: every
+    request sent to the model (prompt-too-long retries too; the one request a model would have been
+    sent when none was asked), the answer as the model sent it or would have."""
     reading = checkpoint_from(prepared, attempt.text if attempt else None, now, local=local)
     return reading.checkpoint, _Calls(
-        asked=calls.asked + _request_tokens(run, prepared.request),
+        asked=calls.asked
+        + sum(_request_tokens(run, r) for r in (attempt.sent if attempt else [prepared.request])),
         answered=calls.answered + run.deps.counter.count(reading.answer),
         errors=calls.errors.seen(attempt, reading.parse_error),
         fallback=calls.fallback or reading.fallback,

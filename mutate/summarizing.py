@@ -23,25 +23,30 @@ Steps = Generator[SummaryRequest, Reply, T]
 
 
 class Attempts(msgspec.Struct, frozen=True, kw_only=True):
-    """How a model summarizer call went: its text (None when it failed), the error, the retries."""
+    """How a model summarizer call went: its text (None when it failed), the error, the retries, and
+    every request sent (each one's input is paid for)."""
 
     text: str | None
     error: str = ""
     retries: int = 0
+    sent: tuple[SummaryRequest, ...] = ()
 
 
 def attempts(request: SummaryRequest) -> Steps[Attempts]:
     """Yield requests until one is answered, or the retries or the conversation run out."""
     retries = 0
+    sent: list[SummaryRequest] = []
     while True:
         reply = yield request
+        sent.append(request)
         if isinstance(reply, str):
-            return Attempts(text=reply, retries=retries)
+            return Attempts(text=reply, retries=retries, sent=tuple(sent))
         if is_prompt_too_long(reply) and retries < MAX_RETRIES and len(request.items) > 1:
             retries += 1
             request = request.without_oldest_quarter()
             continue
-        return Attempts(text=None, error=f"{type(reply).__name__}: {reply}", retries=retries)
+        error = f"{type(reply).__name__}: {reply}"
+        return Attempts(text=None, error=error, retries=retries, sent=tuple(sent))
 
 
 def drive(steps: Steps[T], summarizer: Summarizer) -> T:

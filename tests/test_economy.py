@@ -32,6 +32,7 @@ from transcript import Message, Store, ToolCall, Transcript
 from transcript.formats import ParsedSession, detect_format, parse
 from transcript.model import DirectiveEntry, ProjectionDirective, TextPart, ToolResult
 from transcript.model.checkpoint import to_json
+from transcript.model.errors import PromptTooLong
 from transcript.model.result import CompactResult
 from transcript.session.importing import import_sessions
 from transcript.session.simulate import Simulation, economy, simulate
@@ -456,6 +457,23 @@ def test_a_full_round_records_its_summarizer_request_and_answer() -> None:
     assert result.summary_input_tokens == sum(count(r.system_prompt) + count(prompt_text(r)) for r in asked)
     # The output is what the model sent, not the checkpoint completed from it.
     assert result.summary_output_tokens == len(asked) * count(REPLY) < count(to_json(result.checkpoint))
+
+
+def test_every_request_sent_is_paid_for_prompt_too_long_retries_too() -> None:
+    asked: list[SummaryRequest] = []
+
+    def model(request: SummaryRequest) -> str:
+        asked.append(request)
+        if len(asked) < 3:
+            raise PromptTooLong("prompt is too long: 250000 tokens > 200000 maximum")
+        return REPLY
+
+    t = _long_session(PRICED)
+    result = t.compact(budget_tokens=_budget(t, 1.0), summarizer=model)
+    count = t.counter.count
+    assert len(asked) == 3 and len(asked[2].items) < len(asked[1].items) < len(asked[0].items)
+    assert result.summary_input_tokens == sum(count(r.system_prompt) + count(prompt_text(r)) for r in asked)
+    assert result.summary_output_tokens == count(REPLY)
 
 
 def test_the_local_summarizer_is_priced_as_the_reply_a_model_would_send() -> None:
