@@ -13,6 +13,7 @@ over budget, and sessions over budget that the previous policy kept within it.
     python benchmarks/bench_economy.py
     python benchmarks/bench_economy.py --budgets 0.4 --sessions       # one budget, per-session rows
     python benchmarks/bench_economy.py --set full_compact_target=0.4  # try a setting of the new policy
+    python benchmarks/bench_economy.py --corpus ~/my-sessions          # any directory of session files
 
 Not part of the test suite (tests/test_economy.py runs one session).
 """
@@ -45,6 +46,7 @@ POLICIES = ("previous", "new")
 
 
 class Job(NamedTuple):
+    corpus: Path
     file: str
     position: int
     fraction: float
@@ -61,19 +63,19 @@ class Outcome(NamedTuple):
     economy: Economy
 
 
-def corpus_sessions() -> list[tuple[Path, int, ParsedSession]]:
+def corpus_sessions(corpus: Path = CORPUS) -> list[tuple[Path, int, ParsedSession]]:
     """Every session of the corpus, with its file and its index in that file."""
     found = []
-    for path in sorted(CORPUS.glob("*")):
-        if path.name == "README.md":
+    for path in sorted(corpus.glob("*")):
+        if path.name == "README.md" or not path.is_file():
             continue
         for index, session in enumerate(parse(path, detect_format(path))):
             found.append((path, index, session))
     return found
 
 
-def _session(file: str, index: int) -> ParsedSession:
-    path = CORPUS / file
+def _session(corpus: Path, file: str, index: int) -> ParsedSession:
+    path = corpus / file
     return parse(path, detect_format(path))[index]
 
 
@@ -90,7 +92,7 @@ def replay(session: ParsedSession, budget: int, config: CompactConfig | None, to
     transcript = store.session(session.session_id, config=config or CompactConfig())
     return simulate(
         transcript,
-        session.messages,
+        session.replayable(),
         budget_tokens=budget,
         config=config,
         record=False,
@@ -106,7 +108,7 @@ def policy(name: str, settings: dict[str, Any]) -> CompactConfig:
 
 
 def run_job(job: Job) -> Outcome:
-    session = _session(job.file, job.position)
+    session = _session(job.corpus, job.file, job.position)
     budget = max(1, int(final_view(session, job.tokenizer) * job.fraction))
     config = policy(job.policy, job.settings)
     pricing = CachePricing.preset(job.pricing, output=config.summary_output_multiplier)
@@ -218,6 +220,10 @@ def session_rows(outcomes: Sequence[Outcome]) -> list[str]:
     return lines
 
 
+def _shown(corpus: Path) -> str:
+    return str(corpus.relative_to(ROOT)) if corpus.is_relative_to(ROOT) else str(corpus)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budgets", type=float, nargs="+", default=list(BUDGETS))
@@ -227,6 +233,9 @@ def main() -> None:
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--sessions", action="store_true", help="Also print one row per session.")
     parser.add_argument("--jobs", type=int, default=None, help="Worker processes (default: CPUs).")
+    parser.add_argument(
+        "--corpus", type=Path, default=CORPUS, help="A directory of session files (default: fixtures/corpus)."
+    )
     args = parser.parse_args()
     settings: dict[str, Any] = {}
     for item in args.settings:
@@ -236,8 +245,8 @@ def main() -> None:
         except msgspec.DecodeError:
             settings[key] = value
     jobs = [
-        Job(path.name, index, fraction, name, settings, args.tokenizer, args.pricing)
-        for path, index, _ in corpus_sessions()
+        Job(args.corpus, path.name, index, fraction, name, settings, args.tokenizer, args.pricing)
+        for path, index, _ in corpus_sessions(args.corpus)
         for fraction in args.budgets
         for name in args.policy
     ]
@@ -247,7 +256,8 @@ def main() -> None:
     once = {(o.job.file, o.job.position): o for o in outcomes}.values()
     subs = [o for o in once if o.sub_agent]
     print(
-        f"{len(once)} sessions of fixtures/corpus ({sum(o.economy.model_calls for o in once)} model calls; "
+        f"{len(once)} sessions of {_shown(args.corpus)} "
+        f"({sum(o.economy.model_calls for o in once)} model calls; "
         f"sub-agent set: {len(subs)} sessions, {sum(o.economy.model_calls for o in subs)} calls), pricing "
         f"{args.pricing} (cached {pricing.read}, uncached {pricing.write}, summarizer output "
         f"{pricing.output}), tokenizer {args.tokenizer}"

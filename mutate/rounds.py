@@ -52,8 +52,7 @@ from transcript.store.bodies import prepare
 from transcript.store.port import EventStore, NewBody
 from transcript.tokens import TokenCounter
 
-_REFITS = 4
-_MIN_SUMMARY_TOKENS = 100
+_REFITS = 6
 
 
 class RoundInput(NamedTuple):
@@ -402,6 +401,14 @@ def _full(
         return _no_full(
             run, snapshot, result, written, "nothing older than the kept window can be summarized"
         )
+    if config.emergency_path and not run.options.force and _cannot_fit(run, snapshot, prepared):
+        return _no_full(
+            run,
+            snapshot,
+            result,
+            written,
+            "no summary fits beside the newest step: it would leave the view over budget",
+        )
     local = None  # the local summarizer's reply to `prepared`, once built (it is also the fallback)
     if config.emergency_path and result.tokens_after <= budget and not run.options.force:
         local = LocalSummarizer().reply(prepared.request)
@@ -432,13 +439,20 @@ def _full(
     model_failed = run.use_model and calls.fallback
     rest = result.tokens_after - prepared.cut.summarized_tokens
     shown = checkpoint
-    for _ in range(_REFITS):
+    count = run.deps.counter.count
+    for refit in range(_REFITS):
         if rest + sum(body.tokens) <= budget:
             break
         # Still over budget: the view shows as much of the checkpoint as fits the room that is left
         # (re-injected files go first); the record carries all of it, for the next round to merge into.
-        room = max(budget - rest, _MIN_SUMMARY_TOKENS)
-        shown = fit(shown, int(len(to_markdown(shown, brief=True)) * room / sum(body.tokens)))
+        if refit == 0:
+            body = _summary(run, prepared, shown, summary_id, now, reinject=False)
+        markdown = to_markdown(shown, brief=True)
+        own = max(1, count(markdown))
+        room = budget - rest - (sum(body.tokens) - own)  # the continuation hint cannot shrink
+        if room <= 0:
+            break
+        shown = fit(shown, int(len(markdown) * min(1.0, room / own)))
         body = _summary(run, prepared, shown, summary_id, now, reinject=False)
     tokens_after = rest + sum(body.tokens)
     # The summarizer was asked all the same: what it cost stays on the record.
@@ -566,6 +580,15 @@ def _too_small(run: _Round, prepared: PreparedFull, local: Checkpoint) -> bool:
     makes of it (`local`; a model's is no cheaper to ask for): then asking for one is futile."""
     body = summary_message(prepared, local, (), message_id="estimate", now=run.deps.now())
     return prepared.cut.summarized_tokens <= run.deps.counter.count(body.text)
+
+
+def _cannot_fit(run: _Round, snapshot: TranscriptSnapshot, prepared: PreparedFull) -> bool:
+    """Whether even the smallest summary a full step could show (the continuation hint and an empty
+    checkpoint: `fit` stops there) leaves the view over budget beside what no round can reduce (the
+    system messages and the newest step): then asking for one is paying for nothing."""
+    body = summary_message(prepared, Checkpoint(), (), message_id="estimate", now=run.deps.now())
+    floor = irreducible_tokens(snapshot, run.config, system_tokens=run.given.system_tokens)
+    return floor + run.deps.counter.count(body.text) > run.budget
 
 
 def _request_tokens(run: _Round, request: SummaryRequest) -> int:

@@ -30,13 +30,16 @@ from transcript.model.message import Message, TextPart
 from transcript.model.snapshot import Entry, TranscriptSnapshot
 
 CONTINUATION_HINT: Final = (
-    "[This session continues earlier work. Its older history was compacted into the checkpoint below to "
-    "save context. This is a continuation, not a new task: carry on from the checkpoint and the messages "
-    "that follow it.]"
+    "[The earlier history of this session was compacted into this checkpoint. This is a continuation, "
+    "not a new task: carry on from the checkpoint and the messages after it.]"
 )
 REINJECT_HEADING: Final = "## Re-injected context"
-# The least of the goal `fit` keeps when a checkpoint must shrink (the task's opening survives).
+# The least of the goal `fit` keeps when a checkpoint must shrink (the task's opening survives), unless
+# even that leaves the view over budget; below `_GOAL_LEAST_CHARS` a goal is dropped rather than
+# clipped, and `_CLIP_NOTE_CHARS` is about what a clipping note ("… [clipped N chars]") adds.
 GOAL_FLOOR_CHARS: Final = 250
+_GOAL_LEAST_CHARS: Final = 40
+_CLIP_NOTE_CHARS: Final = 30
 # How long a summarizer error or a parse error is kept on a round's result.
 ERROR_CHARS: Final = 500
 # The list sections `fit` drops items from, oldest first, when a checkpoint is too large.
@@ -172,10 +175,11 @@ def bounded_error(error: BaseException) -> str:
 def fit(checkpoint: Checkpoint, max_chars: int) -> Checkpoint:
     """The checkpoint made to fit `max_chars` of markdown: the oldest items of its longest list dropped
     first, then its goal clipped (its opening kept), then the oldest files edited dropped (they
-    re-orient the model best, so they go last)."""
+    re-orient the model best, so they go last); when even that is too large, the goal gives way
+    further (a view over budget cannot be sent at all). It stops at the empty checkpoint."""
     floor = max(GOAL_FLOOR_CHARS, max_chars // 4)
     goal_clipped = False
-    while len(to_markdown(checkpoint, brief=True)) > max_chars:
+    while (size := len(to_markdown(checkpoint, brief=True))) > max_chars:
         longest = max(_FIT_SECTIONS, key=lambda name: len(getattr(checkpoint, name)))
         if getattr(checkpoint, longest):
             checkpoint = msgspec.structs.replace(checkpoint, **{longest: getattr(checkpoint, longest)[1:]})
@@ -184,6 +188,11 @@ def fit(checkpoint: Checkpoint, max_chars: int) -> Checkpoint:
             goal_clipped = True
         elif checkpoint.files:
             checkpoint = msgspec.structs.replace(checkpoint, files=checkpoint.files[1:])
+        elif checkpoint.goal:
+            # What the clipping note adds is taken off too; a goal too short to say anything goes.
+            limit = len(checkpoint.goal) - (size - max_chars) - _CLIP_NOTE_CHARS
+            goal = clip_goal(checkpoint.goal, limit) if limit >= _GOAL_LEAST_CHARS else ""
+            checkpoint = msgspec.structs.replace(checkpoint, goal=goal)
         else:
             break
     return checkpoint

@@ -82,7 +82,7 @@ def test_the_brief_markdown_round_trips_without_the_metadata(cp: Checkpoint) -> 
     assert parse_checkpoint(text) == Checkpoint(
         **{name: getattr(cp, name) for name in ["goal", *LIST_FIELDS]}
     )
-    assert "## Metadata" not in text.splitlines() and len(text) <= len(to_markdown(cp))
+    assert "## Metadata" not in text.split("\n") and len(text) <= len(to_markdown(cp))
 
 
 @given(CHECKPOINTS)

@@ -366,7 +366,7 @@ def test_a_checkpoint_shrunk_to_fit_the_view_is_carried_whole_to_the_next_round(
     assert len(shown.critical_context) < len(carried.critical_context)
     summary = next(m for m in t.visible_messages().messages if m.kind == "summary")
     assert to_markdown(shown, brief=True) in summary.text
-    assert t.latest_checkpoint() == shown
+    assert t.latest_checkpoint() == carried and t.status().summary == to_markdown(carried)
     prompt = t.continuation_prompt(result)  # re-anchors on what the view shows, no more
     assert shown.critical_context[-1] in prompt and carried.critical_context[0] not in prompt
     seen: list[SummaryRequest] = []
@@ -482,3 +482,38 @@ def test_fit_drops_the_oldest_files_last_and_then_fits() -> None:
     assert not fitted.done and fitted.files == files[len(files) - len(fitted.files) :] and fitted.files
     roomy = fit(Checkpoint(goal="g" * 2_000, done=("a",), files=files[:3]), 1_200)
     assert roomy.files == files[:3] and not roomy.done  # lists and the goal give way before files
+
+
+@pytest.mark.parametrize("max_chars", [200, 120, 60, 10])
+def test_fit_lets_the_goal_give_way_last_and_stops_at_the_empty_checkpoint(max_chars: int) -> None:
+    task = "make the date parser accept ISO weeks and ordinal dates, " * 10
+    fitted = fit(Checkpoint(goal=f"{task}\n\nThen the user asked: also the CLI", files=("a.py",)), max_chars)
+    empty = len(to_markdown(Checkpoint(), brief=True))
+    assert len(to_markdown(fitted, brief=True)) <= max(max_chars, empty)
+    assert not fitted.files
+    assert not fitted.goal or fitted.goal.startswith("make the date parser")
+
+
+def test_no_summarizer_is_asked_when_no_summary_fits_beside_the_newest_step() -> None:
+    asked: list[SummaryRequest] = []
+
+    def model(request: SummaryRequest) -> str:
+        asked.append(request)
+        return "{}"
+
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=model)
+    t.append(Message.user(GOAL))
+    _grow(t, 6)
+    call = ToolCall(id="big", name="Bash", input={"command": "cat big.log"})
+    t.append_turn(
+        [Message.assistant("reading the log", tool_calls=[call]), Message.tool_result("big", "x " * 4_000)]
+    )
+    entries = [t.entry(m.id) for m in t.visible_messages().messages[-2:]]
+    newest = sum(e.token_count for e in entries if e is not None)  # the newest step
+    result = t.compact(budget_tokens=newest + 10)  # the newest step fits; no summary beside it does
+    assert not asked and result.summary_input_tokens == 0 and result.checkpoint is None
+    assert result.reason == "no summary fits beside the newest step: it would leave the view over budget"
+    fitted = t.compact(budget_tokens=newest + 60)  # room for a summary of the hint and little more
+    assert asked and fitted.outcome == "full_applied" and fitted.tokens_after <= newest + 60
+    whole = fitted.carried_checkpoint or fitted.checkpoint
+    assert whole is not None and whole.goal.startswith(GOAL[:50])

@@ -387,9 +387,10 @@ class Transcript:
         return fresh
 
     def latest_checkpoint(self) -> Checkpoint | None:
-        """The checkpoint of the latest full compaction, or None."""
+        """The whole checkpoint of the latest full compaction, or None (what the view shows of it may
+        be less, to fit the budget: that round's `CompactResult.checkpoint`)."""
         self._sync()
-        return _latest_checkpoint(self._live.results)
+        return _carried_checkpoint(self._live.results)
 
     def continuation_prompt(self, result: CompactResult | None = None) -> str:
         """The hidden prompt that re-anchors the model after a compaction (default: the latest)."""
@@ -460,7 +461,7 @@ class Transcript:
         live = self._live
         results = live.results
         last = results[-1] if results else None
-        checkpoint = _latest_checkpoint(results)
+        checkpoint = _carried_checkpoint(results)
         goal = checkpoint.goal if checkpoint is not None and checkpoint.goal else ""
         if not goal:  # the task as the user gave it: every request opens a turn
             goal = task_goal([live.entries[seq].message for seq in live.turn_starts])
@@ -615,11 +616,6 @@ def live_session(transcript: Transcript) -> LiveSession:
     """The fold behind a transcript, for this package's replay tools (simulate reads its digests)."""
     transcript._sync()
     return transcript._live
-
-
-def _latest_checkpoint(results: Sequence[CompactResult]) -> Checkpoint | None:
-    """The checkpoint of the latest round that made one, as its view shows it."""
-    return next((r.checkpoint for r in reversed(results) if r.checkpoint is not None), None)
 
 
 def _carried_checkpoint(results: Sequence[CompactResult]) -> Checkpoint | None:

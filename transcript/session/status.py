@@ -20,8 +20,9 @@ class Overview(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 class Status(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A session at a glance, for status lines and dashboards.
 
-    `summary` is the latest checkpoint as the model reads it (markdown), `overview` where the work
-    stands; `last_error` is the latest summarizer failure the breaker counted (type and message).
+    `summary` is the latest checkpoint, whole, in markdown (the view may show less of it to fit the
+    budget), `overview` where the work stands; `last_error` is the latest summarizer failure the
+    breaker counted (type and message).
     """
 
     session_id: str
