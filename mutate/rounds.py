@@ -53,6 +53,8 @@ from transcript.store.port import EventStore, NewBody
 from transcript.tokens import TokenCounter
 
 _REFITS = 6
+_MIN_SUMMARY_TOKENS = 100  # the least room a refit aims at without the emergency path
+_EMPTY_MARKDOWN = to_markdown(Checkpoint(), brief=True)
 
 
 class RoundInput(NamedTuple):
@@ -438,22 +440,7 @@ def _full(
     asked, answered, errors = calls.asked, calls.answered, calls.errors
     model_failed = run.use_model and calls.fallback
     rest = result.tokens_after - prepared.cut.summarized_tokens
-    shown = checkpoint
-    count = run.deps.counter.count
-    for refit in range(_REFITS):
-        if rest + sum(body.tokens) <= budget:
-            break
-        # Still over budget: the view shows as much of the checkpoint as fits the room that is left
-        # (re-injected files go first); the record carries all of it, for the next round to merge into.
-        if refit == 0:
-            body = _summary(run, prepared, shown, summary_id, now, reinject=False)
-        markdown = to_markdown(shown, brief=True)
-        own = max(1, count(markdown))
-        room = budget - rest - (sum(body.tokens) - own)  # the continuation hint cannot shrink
-        if room <= 0:
-            break
-        shown = fit(shown, int(len(markdown) * min(1.0, room / own)))
-        body = _summary(run, prepared, shown, summary_id, now, reinject=False)
+    shown, body = _fitted(run, prepared, checkpoint, body, rest=rest, summary_id=summary_id, now=now)
     tokens_after = rest + sum(body.tokens)
     # The summarizer was asked all the same: what it cost stays on the record.
     spent = msgspec.structs.replace(
@@ -582,11 +569,53 @@ def _too_small(run: _Round, prepared: PreparedFull, local: Checkpoint) -> bool:
     return prepared.cut.summarized_tokens <= run.deps.counter.count(body.text)
 
 
+def _fitted(
+    run: _Round,
+    prepared: PreparedFull,
+    checkpoint: Checkpoint,
+    body: NewBody,
+    *,
+    rest: int,
+    summary_id: str,
+    now: datetime,
+) -> tuple[Checkpoint, NewBody]:
+    """The checkpoint as the view shows it, and the summary showing it: as much of `checkpoint` as fits
+    the room `rest` (the view without the summary) leaves in the budget; re-injected files go first.
+    On the emergency path the goal gives way last, and when not even an empty checkpoint fits, the
+    view shows the short hint alone (a view over budget cannot be sent); the round's record carries
+    the whole checkpoint for the next round to merge into."""
+    shown, budget, count = checkpoint, run.budget, run.deps.counter.count
+    for refit in range(_REFITS):
+        if rest + sum(body.tokens) <= budget:
+            break
+        if not run.config.emergency_path or run.options.force:
+            # (A forced round was asked for its checkpoint: it is written even over budget.)
+            room = max(budget - rest, _MIN_SUMMARY_TOKENS)
+            shown = fit(shown, int(len(to_markdown(shown, brief=True)) * room / sum(body.tokens)))
+            body = _summary(run, prepared, shown, summary_id, now, reinject=False)
+            continue
+        if refit == 0:
+            body = _summary(run, prepared, shown, summary_id, now, reinject=False)
+        markdown = to_markdown(shown, brief=True)
+        own = max(1, count(markdown))
+        room = budget - rest - (sum(body.tokens) - own)  # the continuation hint cannot shrink
+        if room <= 0 or markdown == _EMPTY_MARKDOWN:
+            shown = Checkpoint(
+                generated_at=shown.generated_at,
+                source_item_count=shown.source_item_count,
+                split_turn=shown.split_turn,
+            )
+            return shown, _summary(run, prepared, shown, summary_id, now, reinject=False, bare=True)
+        shown = fit(shown, int(len(markdown) * min(1.0, room / own)), give_way=True)
+        body = _summary(run, prepared, shown, summary_id, now, reinject=False)
+    return shown, body
+
+
 def _cannot_fit(run: _Round, snapshot: TranscriptSnapshot, prepared: PreparedFull) -> bool:
-    """Whether even the smallest summary a full step could show (the continuation hint and an empty
-    checkpoint: `fit` stops there) leaves the view over budget beside what no round can reduce (the
-    system messages and the newest step): then asking for one is paying for nothing."""
-    body = summary_message(prepared, Checkpoint(), (), message_id="estimate", now=run.deps.now())
+    """Whether even the smallest summary a full step could show (the short hint alone) leaves the view
+    over budget beside what no round can reduce (the system messages and the newest step): then
+    asking for one is paying for nothing."""
+    body = summary_message(prepared, Checkpoint(), (), message_id="estimate", now=run.deps.now(), bare=True)
     floor = irreducible_tokens(snapshot, run.config, system_tokens=run.given.system_tokens)
     return floor + run.deps.counter.count(body.text) > run.budget
 
@@ -643,9 +672,10 @@ def _summary(
     now: datetime,
     *,
     reinject: bool,
+    bare: bool = False,
 ) -> NewBody:
     files = reinjected_content(prepared, run.options.reinject, run.config, run.budget) if reinject else []
-    message = summary_message(prepared, checkpoint, files, message_id=message_id, now=now)
+    message = summary_message(prepared, checkpoint, files, message_id=message_id, now=now, bare=bare)
     return prepare(message, run.deps.counter)
 
 

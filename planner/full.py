@@ -33,6 +33,9 @@ CONTINUATION_HINT: Final = (
     "[The earlier history of this session was compacted into this checkpoint. This is a continuation, "
     "not a new task: carry on from the checkpoint and the messages after it.]"
 )
+# The whole summary when not even an empty checkpoint fits beside the newest step: the view must fit
+# (a view over budget cannot be sent); the round's record still carries the checkpoint.
+BARE_HINT: Final = "[Earlier history compacted: this is a continuation, not a new task.]"
 REINJECT_HEADING: Final = "## Re-injected context"
 # The least of the goal `fit` keeps when a checkpoint must shrink (the task's opening survives), unless
 # even that leaves the view over budget; below `_GOAL_LEAST_CHARS` a goal is dropped rather than
@@ -172,11 +175,11 @@ def bounded_error(error: BaseException) -> str:
     return clip(f"{type(error).__name__}: {error}", ERROR_CHARS)
 
 
-def fit(checkpoint: Checkpoint, max_chars: int) -> Checkpoint:
+def fit(checkpoint: Checkpoint, max_chars: int, *, give_way: bool = False) -> Checkpoint:
     """The checkpoint made to fit `max_chars` of markdown: the oldest items of its longest list dropped
     first, then its goal clipped (its opening kept), then the oldest files edited dropped (they
-    re-orient the model best, so they go last); when even that is too large, the goal gives way
-    further (a view over budget cannot be sent at all). It stops at the empty checkpoint."""
+    re-orient the model best, so they go last); with `give_way`, when even that is too large, the goal
+    gives way further (a view over budget cannot be sent at all), down to the empty checkpoint."""
     floor = max(GOAL_FLOOR_CHARS, max_chars // 4)
     goal_clipped = False
     while (size := len(to_markdown(checkpoint, brief=True))) > max_chars:
@@ -188,7 +191,7 @@ def fit(checkpoint: Checkpoint, max_chars: int) -> Checkpoint:
             goal_clipped = True
         elif checkpoint.files:
             checkpoint = msgspec.structs.replace(checkpoint, files=checkpoint.files[1:])
-        elif checkpoint.goal:
+        elif give_way and checkpoint.goal:
             # What the clipping note adds is taken off too; a goal too short to say anything goes.
             limit = len(checkpoint.goal) - (size - max_chars) - _CLIP_NOTE_CHARS
             goal = clip_goal(checkpoint.goal, limit) if limit >= _GOAL_LEAST_CHARS else ""
@@ -214,10 +217,12 @@ def summary_message(
     *,
     message_id: str,
     now: datetime,
+    bare: bool = False,
 ) -> Message:
-    """The summary that replaces the excluded history in the view, anchored before the kept tail."""
-    text = f"{CONTINUATION_HINT}\n\n{to_markdown(checkpoint, brief=True)}"
-    if reinjected:
+    """The summary that replaces the excluded history in the view, anchored before the kept tail
+    (`bare`: the short hint alone, when the room left shows no checkpoint at all)."""
+    text = BARE_HINT if bare else f"{CONTINUATION_HINT}\n\n{to_markdown(checkpoint, brief=True)}"
+    if reinjected and not bare:
         files = "\n\n".join(f"### {title}\n```\n{content}\n```" for title, content in reinjected)
         text = f"{text}\n\n{REINJECT_HEADING}\n\n{files}"
     return Message(

@@ -19,7 +19,7 @@ import pytest
 from mutate.breaker import Breaker
 from planner import CompactConfig
 from planner.config import InvalidConfig
-from planner.full import fit
+from planner.full import BARE_HINT, fit
 from planner.intent import answers, constraints, edited_files, first_request, is_answer, task_goal
 from planner.summary import REPLY_FIELDS, LocalSummarizer, SummaryRequest, complete, prompt_text, serialize
 from tests.test_full import GOAL, _grow, _over
@@ -487,15 +487,19 @@ def test_fit_drops_the_oldest_files_last_and_then_fits() -> None:
 @pytest.mark.parametrize("max_chars", [200, 120, 60, 10])
 def test_fit_lets_the_goal_give_way_last_and_stops_at_the_empty_checkpoint(max_chars: int) -> None:
     task = "make the date parser accept ISO weeks and ordinal dates, " * 10
-    fitted = fit(Checkpoint(goal=f"{task}\n\nThen the user asked: also the CLI", files=("a.py",)), max_chars)
+    fitted = fit(
+        Checkpoint(goal=f"{task}\n\nThen the user asked: also the CLI", files=("a.py",)),
+        max_chars,
+        give_way=True,
+    )
     empty = len(to_markdown(Checkpoint(), brief=True))
     assert len(to_markdown(fitted, brief=True)) <= max(max_chars, empty)
     assert not fitted.files
     assert not fitted.goal or fitted.goal.startswith("make the date parser")
 
 
-def test_no_summarizer_is_asked_when_no_summary_fits_beside_the_newest_step() -> None:
-    asked: list[SummaryRequest] = []
+def _one_big_newest_step(asked: list[SummaryRequest]) -> tuple[Transcript, int]:
+    """A session whose newest step is most of its view, and that step's tokens."""
 
     def model(request: SummaryRequest) -> str:
         asked.append(request)
@@ -509,11 +513,29 @@ def test_no_summarizer_is_asked_when_no_summary_fits_beside_the_newest_step() ->
         [Message.assistant("reading the log", tool_calls=[call]), Message.tool_result("big", "x " * 4_000)]
     )
     entries = [t.entry(m.id) for m in t.visible_messages().messages[-2:]]
-    newest = sum(e.token_count for e in entries if e is not None)  # the newest step
+    return t, sum(e.token_count for e in entries if e is not None)
+
+
+def test_no_summarizer_is_asked_when_no_summary_fits_beside_the_newest_step() -> None:
+    asked: list[SummaryRequest] = []
+    t, newest = _one_big_newest_step(asked)
     result = t.compact(budget_tokens=newest + 10)  # the newest step fits; no summary beside it does
     assert not asked and result.summary_input_tokens == 0 and result.checkpoint is None
     assert result.reason == "no summary fits beside the newest step: it would leave the view over budget"
-    fitted = t.compact(budget_tokens=newest + 60)  # room for a summary of the hint and little more
-    assert asked and fitted.outcome == "full_applied" and fitted.tokens_after <= newest + 60
+
+
+def test_when_only_the_short_hint_fits_the_view_shows_it_and_the_record_carries_the_checkpoint() -> None:
+    asked: list[SummaryRequest] = []
+    t, newest = _one_big_newest_step(asked)
+    bare = t.compact(budget_tokens=newest + 25)  # room for the short hint alone
+    assert asked and bare.outcome == "full_applied" and bare.tokens_after <= newest + 25
+    summary = next(m for m in t.visible_messages().messages if m.kind == "summary")
+    assert summary.text == BARE_HINT and bare.checkpoint is not None and not bare.checkpoint.goal
+    assert bare.carried_checkpoint is not None and bare.carried_checkpoint.goal.startswith(GOAL[:50])
+    assert "Goal:" not in t.continuation_prompt(bare)
+    t, newest = _one_big_newest_step(asked)
+    fitted = t.compact(budget_tokens=newest + 60)  # room for the hint and the goal's opening
+    assert fitted.outcome == "full_applied" and fitted.tokens_after <= newest + 60
+    assert fitted.checkpoint is not None and fitted.checkpoint.goal.startswith(GOAL[:20])
     whole = fitted.carried_checkpoint or fitted.checkpoint
-    assert whole is not None and whole.goal.startswith(GOAL[:50])
+    assert whole.goal.startswith(GOAL[:50])
