@@ -193,9 +193,12 @@ def fit(checkpoint: Checkpoint, max_chars: int, *, give_way: bool = False) -> Ch
             checkpoint = msgspec.structs.replace(checkpoint, files=checkpoint.files[1:])
         elif give_way and checkpoint.goal:
             # What the clipping note adds is taken off too; a goal too short to say anything goes.
-            limit = len(checkpoint.goal) - (size - max_chars) - _CLIP_NOTE_CHARS
-            goal = clip_goal(checkpoint.goal, limit) if limit >= _GOAL_LEAST_CHARS else ""
-            checkpoint = msgspec.structs.replace(checkpoint, goal=goal)
+            goal = checkpoint.goal
+            limit = len(goal) - (size - max_chars) - _CLIP_NOTE_CHARS
+            shorter = [c for c in (clip_goal(goal, limit), clip(goal, limit)) if len(c) < len(goal)]
+            checkpoint = msgspec.structs.replace(
+                checkpoint, goal=shorter[0] if shorter and limit >= _GOAL_LEAST_CHARS else ""
+            )
         else:
             break
     return checkpoint

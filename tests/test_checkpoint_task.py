@@ -15,12 +15,21 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import example, given, strategies as st
 
 from mutate.breaker import Breaker
 from planner import CompactConfig
 from planner.config import InvalidConfig
 from planner.full import BARE_HINT, fit
-from planner.intent import answers, constraints, edited_files, first_request, is_answer, task_goal
+from planner.intent import (
+    REDIRECT_MARK,
+    answers,
+    constraints,
+    edited_files,
+    first_request,
+    is_answer,
+    task_goal,
+)
 from planner.summary import REPLY_FIELDS, LocalSummarizer, SummaryRequest, complete, prompt_text, serialize
 from tests.test_full import GOAL, _grow, _over
 from transcript import Message, Store, ToolCall, Transcript
@@ -539,3 +548,24 @@ def test_when_only_the_short_hint_fits_the_view_shows_it_and_the_record_carries_
     assert fitted.checkpoint is not None and fitted.checkpoint.goal.startswith(GOAL[:20])
     whole = fitted.carried_checkpoint or fitted.checkpoint
     assert whole.goal.startswith(GOAL[:50])
+
+
+@example(  # a goal whose clipping around the redirect once made no progress
+    task="make the date parser accept ISO weeks " * 13,
+    redirect="also the CLI please, and the docs " * 2,
+    done=[],
+    max_chars=111,
+)
+@given(
+    task=st.text(max_size=600),
+    redirect=st.text(max_size=200),
+    done=st.lists(st.text(max_size=40), max_size=3),
+    max_chars=st.integers(0, 600),
+)
+def test_fit_giving_way_ends_within_the_room_or_at_the_empty_checkpoint(
+    task: str, redirect: str, done: list[str], max_chars: int
+) -> None:
+    goal = f"{task}{REDIRECT_MARK}{redirect}" if redirect else task
+    fitted = fit(Checkpoint(goal=goal, done=tuple(done), files=("a.py",)), max_chars, give_way=True)
+    empty = len(to_markdown(Checkpoint(), brief=True))
+    assert len(to_markdown(fitted, brief=True)) <= max(max_chars, empty)
