@@ -36,7 +36,6 @@ from planner import CompactConfig  # noqa: E402
 from planner.economics import CachePricing  # noqa: E402
 from transcript import Store  # noqa: E402
 from transcript.formats import ParsedSession, detect_format, parse  # noqa: E402
-from transcript.session.importing import import_sessions  # noqa: E402
 from transcript.session.simulate import Economy, Simulation, economy, simulate  # noqa: E402
 
 CORPUS = ROOT / "fixtures" / "corpus"
@@ -80,10 +79,12 @@ def _session(corpus: Path, file: str, index: int) -> ParsedSession:
 
 
 def final_view(session: ParsedSession, tokenizer: str) -> int:
-    """Tokens of the session's final view when nothing is ever compacted."""
-    store = Store.open(":memory:", tokenizer=tokenizer)
-    import_sessions(store.events, store.counter, [session], source="bench")
-    return store.session(session.session_id).visible_messages().tokens
+    """Tokens of the session's final view when nothing is ever compacted (not even by the agent that
+    recorded it: its own summaries are left out, as the replay leaves them out)."""
+    transcript = Store.open(":memory:", tokenizer=tokenizer).session(session.session_id)
+    for message in session.replayable():
+        transcript.append(message)
+    return transcript.visible_messages().tokens
 
 
 def replay(session: ParsedSession, budget: int, config: CompactConfig | None, tokenizer: str) -> Simulation:
@@ -158,7 +159,8 @@ def table(outcomes: Sequence[Outcome], budgets: Sequence[float]) -> list[str]:
                 and not previous[o.session_id].over_budget_calls
             )
             lines.append(
-                f"{fraction:>6.0%}  {name:<8}  {_ratio(items):>7.3f}  {_ratio(subs):>6.3f}  "
+                f"{fraction:>6.0%}  {name:<8}  {_ratio(items):>7.3f}  "
+                f"{f'{_ratio(subs):.3f}' if subs else '-':>6}  "
                 f"{sum(e.prefix_breaks for e in items):>6}  {sum(e.micro_breaks for e in items):>5}  "
                 f"{sum(e.full_breaks for e in items):>4}  {sum(e.other_breaks for e in items):>5}  "
                 f"{_pooled_reuse(rows):>6.1%}  {_pooled_reuse(rows, baseline=True):>8.1%}  "
