@@ -39,7 +39,8 @@ BARE_HINT: Final = "[Earlier history compacted: this is a continuation, not a ne
 REINJECT_HEADING: Final = "## Re-injected context"
 # The least of the goal `fit` keeps when a checkpoint must shrink (the task's opening survives), unless
 # even that leaves the view over budget; below `_GOAL_LEAST_CHARS` a goal is dropped rather than
-# clipped, and `_CLIP_NOTE_CHARS` is about what a clipping note ("… [clipped N chars]") adds.
+# clipped, and `_CLIP_NOTE_CHARS` is more than a clipping note ("… [clipped N chars]") adds, so a
+# goal clipped to its length less the excess and that always gets shorter.
 GOAL_FLOOR_CHARS: Final = 250
 _GOAL_LEAST_CHARS: Final = 40
 _CLIP_NOTE_CHARS: Final = 30
@@ -193,12 +194,9 @@ def fit(checkpoint: Checkpoint, max_chars: int, *, give_way: bool = False) -> Ch
             checkpoint = msgspec.structs.replace(checkpoint, files=checkpoint.files[1:])
         elif give_way and checkpoint.goal:
             # What the clipping note adds is taken off too; a goal too short to say anything goes.
-            goal = checkpoint.goal
-            limit = len(goal) - (size - max_chars) - _CLIP_NOTE_CHARS
-            shorter = [c for c in (clip_goal(goal, limit), clip(goal, limit)) if len(c) < len(goal)]
-            checkpoint = msgspec.structs.replace(
-                checkpoint, goal=shorter[0] if shorter and limit >= _GOAL_LEAST_CHARS else ""
-            )
+            limit = len(checkpoint.goal) - (size - max_chars) - _CLIP_NOTE_CHARS
+            goal = clip_goal(checkpoint.goal, limit) if limit >= _GOAL_LEAST_CHARS else ""
+            checkpoint = msgspec.structs.replace(checkpoint, goal=goal)
         else:
             break
     return checkpoint
@@ -206,11 +204,14 @@ def fit(checkpoint: Checkpoint, max_chars: int, *, give_way: bool = False) -> Ch
 
 def clip_goal(goal: str, limit: int) -> str:
     """A goal clipped to about `limit` characters: the opening of the task and of the user's latest
-    redirect both kept (the redirect is the task now)."""
+    redirect both kept (the redirect is the task now) when that is shorter than the goal, else its
+    head; like `clip`, never longer than the goal."""
     task, mark, redirect = goal.partition(REDIRECT_MARK)
-    if not mark or len(goal) <= limit:
-        return clip(goal, limit)
-    return f"{clip(task, limit // 2)}{mark}{clip(redirect, limit // 2)}"
+    if mark and len(goal) > limit:
+        both = f"{clip(task, limit // 2)}{mark}{clip(redirect, limit // 2)}"
+        if len(both) < len(goal):
+            return both
+    return clip(goal, limit)
 
 
 def summary_message(

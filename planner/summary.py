@@ -198,7 +198,12 @@ def complete(reply: Checkpoint, request: SummaryRequest) -> Checkpoint:
     )
     # The task is bounded where it is read (`planner.intent.task_goal`): its redirect is never cut off.
     goal = anchored_goal(reply.goal, request) if reply.goal.strip() else request.task
-    delta = msgspec.structs.replace(reply, goal=goal, files=(*reply.files, *edited_files(request.messages)))
+    delta = msgspec.structs.replace(
+        reply,
+        goal=goal,
+        files=(*reply.files, *edited_files(request.messages)),
+        source_item_count=len(request.messages),
+    )
     return merge(previous, delta, cap=max(request.list_cap, 1))
 
 

@@ -20,7 +20,7 @@ from hypothesis import example, given, strategies as st
 from mutate.breaker import Breaker
 from planner import CompactConfig
 from planner.config import InvalidConfig
-from planner.full import BARE_HINT, fit
+from planner.full import BARE_HINT, clip_goal, fit
 from planner.intent import (
     REDIRECT_MARK,
     answers,
@@ -308,6 +308,7 @@ def test_a_model_reply_and_the_local_reply_are_completed_alike() -> None:
     assert done.done == ("the parser",) and not done.in_progress  # moved, not repeated
     local = LocalSummarizer()
     assert local.checkpoint(request) == complete(local.reply(request), request)
+    assert local.checkpoint(request).source_item_count == len(history)
     assert parse_checkpoint(local(request)) == local.reply(request)  # what a model would send: no metadata
 
 
@@ -569,3 +570,9 @@ def test_fit_giving_way_ends_within_the_room_or_at_the_empty_checkpoint(
     fitted = fit(Checkpoint(goal=goal, done=tuple(done), files=("a.py",)), max_chars, give_way=True)
     empty = len(to_markdown(Checkpoint(), brief=True))
     assert len(to_markdown(fitted, brief=True)) <= max(max_chars, empty)
+
+
+@given(task=st.text(max_size=400), redirect=st.text(max_size=200), limit=st.integers(0, 700))
+def test_a_clipped_goal_is_never_longer_than_the_goal(task: str, redirect: str, limit: int) -> None:
+    goal = f"{task}{REDIRECT_MARK}{redirect}"
+    assert len(clip_goal(goal, limit)) <= len(goal)
