@@ -205,13 +205,13 @@ def fit(checkpoint: Checkpoint, max_chars: int, *, give_way: bool = False) -> Ch
 def clip_goal(goal: str, limit: int) -> str:
     """A goal clipped to about `limit` characters: the opening of the task and of the user's latest
     redirect both kept (the redirect is the task now) when that is shorter than the goal, else its
-    head; like `clip`, never longer than the goal."""
+    head; never longer than the goal (a clip that would add more than it takes off is not made)."""
     task, mark, redirect = goal.partition(REDIRECT_MARK)
     if mark and len(goal) > limit:
         both = f"{clip(task, limit // 2)}{mark}{clip(redirect, limit // 2)}"
         if len(both) < len(goal):
             return both
-    return clip(goal, limit)
+    return min(clip(goal, limit), goal, key=len)
 
 
 def summary_message(

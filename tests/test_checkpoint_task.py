@@ -576,3 +576,10 @@ def test_fit_giving_way_ends_within_the_room_or_at_the_empty_checkpoint(
 def test_a_clipped_goal_is_never_longer_than_the_goal(task: str, redirect: str, limit: int) -> None:
     goal = f"{task}{REDIRECT_MARK}{redirect}"
     assert len(clip_goal(goal, limit)) <= len(goal)
+
+
+def test_a_clipped_goal_keeps_the_redirect_when_that_is_shorter() -> None:
+    goal = f"{'make the parser accept ISO weeks ' * 20}{REDIRECT_MARK}{'now port the CLI to click ' * 10}"
+    clipped = clip_goal(goal, 300)
+    assert len(clipped) < len(goal) and REDIRECT_MARK in clipped
+    assert clipped.startswith("make the parser") and clipped.split(REDIRECT_MARK)[1].startswith("now port")
