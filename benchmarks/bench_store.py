@@ -33,7 +33,8 @@ from synthetic import SyntheticSession  # noqa: E402
 
 from transcript import Store, Transcript  # noqa: E402
 from transcript.model import Message  # noqa: E402
-from transcript.store.sqlite import SqliteEventStore  # noqa: E402
+from transcript.store.log import EventLog  # noqa: E402
+from transcript.store.sqlite import SqliteRecorder  # noqa: E402
 from transcript.tokens import TokenCounter, get_counter  # noqa: E402
 
 SESSION = "bench"
@@ -102,8 +103,8 @@ def build_both(path: Path, floor_path: Path, turns: list[list[Message]]) -> dict
         conn.executemany("INSERT INTO bodies (message_id, body) VALUES (?, ?)", rows)
         conn.execute("COMMIT")
         floor.append(time.perf_counter() - start)
-    assert isinstance(store.events, SqliteEventStore)
-    store.events.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert isinstance(store.events, EventLog) and isinstance(store.events.recorder, SqliteRecorder)
+    store.events.recorder.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
-
-from transcript import Store
 
 settings.register_profile(
     "ci",
@@ -50,36 +47,28 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "transcript.db"
 
 
-StoreFactory = Callable[[Callable[[Store], None]], Store]
+# Which backend each contract test runs on (by node id), for the summary below.
+CONTRACT_BACKENDS: dict[str, str] = {}
 
-STORE_CONFIGS = ["memory", "file", "readonly"]
 
-
-@pytest.fixture(params=STORE_CONFIGS)
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    """Build a store in one configuration: `populate` runs on a writable store, then the test gets
-    the store as configured (in-memory, file, or the same file reopened read-only)."""
-    opened: list[Store] = []
-    config = request.param
-
-    def factory(populate: Callable[[Store], None]) -> Store:
-        path = ":memory:" if config == "memory" else str(tmp_path / "contract.db")
-        store = Store.open(path, tokenizer="chars/4")
-        populate(store)
-        if config == "readonly":
-            store.close()
-            store = Store.open(path, readonly=True, tokenizer="chars/4")
-        opened.append(store)
-        return store
-
-    factory.config = config  # type: ignore[attr-defined]
-    yield factory
-    for store in opened:
-        store.close()
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        backend = getattr(getattr(item, "cls", None), "backend", None)
+        if backend is not None:
+            CONTRACT_BACKENDS[item.nodeid] = backend.name
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say how many fresh-process reopens of the lifecycle machine saw a compacted view."""
+    """Say how many contract tests passed on each backend, and how many fresh-process reopens of the
+    lifecycle machine saw a compacted view."""
+    passed: dict[str, int] = {}
+    for report in terminalreporter.stats.get("passed", []):
+        name = CONTRACT_BACKENDS.get(report.nodeid)
+        if name is not None and report.when == "call":
+            passed[name] = passed.get(name, 0) + 1
+    if passed:
+        counts = ", ".join(f"{name} {count}" for name, count in sorted(passed.items()))
+        terminalreporter.write_line(f"contract tests passed per backend: {counts}")
     lifecycle = sys.modules.get("tests.test_lifecycle")
     if lifecycle is not None:
         count = lifecycle.FRESH_REOPENS["compacted"]

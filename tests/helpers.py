@@ -8,23 +8,24 @@ from typing import Any
 
 from transcript import Message, Store, Transcript
 from transcript.model import MessageFlags, MessageMarked, apply_mark
-from transcript.store.sqlite import SqliteEventStore
+from transcript.store.log import EventLog
+from transcript.store.sqlite import SqliteRecorder
 
 
-def connection(target: Store | Transcript | SqliteEventStore) -> sqlite3.Connection:
-    """The raw connection behind a store (a SQLite file or `:memory:`)."""
-    events = target if isinstance(target, SqliteEventStore) else target.events
-    assert isinstance(events, SqliteEventStore)
-    return events.connection
+def connection(target: Store | Transcript | EventLog) -> sqlite3.Connection:
+    """The raw connection behind a SQLite store (a file or `:memory:`)."""
+    events = target if isinstance(target, EventLog) else target.events
+    assert isinstance(events, EventLog) and isinstance(events.recorder, SqliteRecorder)
+    return events.recorder.connection
 
 
-def dump(target: Store | Transcript | SqliteEventStore) -> list[str]:
+def dump(target: Store | Transcript | EventLog) -> list[str]:
     """The file's content as SQL text: what tests compare to prove a file was left as it was."""
     return list(connection(target).iterdump())
 
 
 def sql(
-    target: Store | Transcript | SqliteEventStore, query: str, params: Sequence[Any] = ()
+    target: Store | Transcript | EventLog, query: str, params: Sequence[Any] = ()
 ) -> list[tuple[Any, ...]]:
     """All rows of one SQL statement run on the store's own connection."""
     return connection(target).execute(query, params).fetchall()

@@ -51,7 +51,7 @@ with open(turn_file, "rb") as f:
     turn = msgspec.json.decode(f.read(), type=list[Message])
 
 t = Transcript.open(path, session_id=session_id, tokenizer=tokenizer)
-conn = t.events.connection
+conn = t.events.recorder.connection
 if cache_pages:
     # A tiny page cache makes SQLite spill the uncommitted transaction's pages into the WAL before
     # COMMIT, so a kill leaves uncommitted frames there that recovery must ignore.

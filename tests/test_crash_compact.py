@@ -45,12 +45,12 @@ def trace(sql):
         os.kill(os.getpid(), signal.SIGKILL)
     statements.append(sql)
 
-t.events.connection.set_trace_callback(trace)
+t.events.recorder.connection.set_trace_callback(trace)
 if kind == "micro":
     result = t.compact(budget_tokens=budget, config=CompactConfig(full_compact_enabled=False))
 else:
     result = t.compact(budget_tokens=budget, summarizer=model)
-t.events.connection.set_trace_callback(None)
+t.events.recorder.connection.set_trace_callback(None)
 if len(statements) == kill_after:
     os.kill(os.getpid(), signal.SIGKILL)
 print(len(statements), result.outcome)

@@ -33,6 +33,8 @@ from transcript import (
     verify,
 )
 from transcript.model.hashing import body_hash
+from transcript.store.log import EventLog
+from transcript.store.sqlite import SqliteRecorder
 
 TOKENIZER = "chars/4"
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -99,7 +101,10 @@ def test_read_only_connection_itself_refuses_writes(store_path: Path) -> None:
     before = dump(store_path)
     with Store.open(store_path, readonly=True, tokenizer=TOKENIZER) as store:
         t = store.session("s1")
-        store.events.readonly = False  # get past the store's early refusal, down to the connection
+        assert isinstance(store.events, EventLog)
+        recorder = store.events.recorder
+        assert isinstance(recorder, SqliteRecorder)
+        recorder.readonly = False  # get past the store's early refusals, down to the connection
         with pytest.raises(StoreReadOnly) as caught:
             t.append(Message.user("one more"))
         # Translated from SQLite's own refusal, not raised by the store's flag check.

@@ -32,7 +32,22 @@ def test_pure_layers_leave_sqlite_and_the_store_unloaded() -> None:
 
 def test_importing_the_package_is_lazy_until_a_name_is_used() -> None:
     assert "sqlite3" not in _loaded_after("import transcript")
-    assert "sqlite3" in _loaded_after("import transcript; transcript.Store")
+    assert "sqlite3" not in _loaded_after("import transcript; transcript.Store")
+    assert "sqlite3" in _loaded_after("import transcript; transcript.Store.open(':memory:')")
+
+
+def test_a_store_on_another_backend_never_loads_sqlite() -> None:
+    """SQLite is one recorder among others: a session on the in-process recorder, compacted and
+    rendered, loads neither `sqlite3` nor `sqlite_utils`."""
+    loaded = _loaded_after(
+        "import transcript\n"
+        "t = transcript.Store.open('memory://layers').session('s')\n"
+        "t.append(transcript.Message.user('hello'))\n"
+        "t.compact(budget_tokens=1_000, force=True)\n"
+        "t.visible_messages(record=True)"
+    )
+    assert "transcript.store.memory" in loaded
+    assert not loaded & {"sqlite3", "_sqlite3", "sqlite_utils", "transcript.store.sqlite"}
 
 
 def test_import_linter_contracts_hold() -> None:
@@ -121,3 +136,29 @@ def test_mutate_imports_nothing_of_the_facade() -> None:
 def test_the_event_store_imports_nothing_of_the_facade_or_mutate() -> None:
     imported = _imports_of(_import_graph(), "transcript.store")
     assert not {m for m in imported if m.startswith(("transcript.session", "transcript.cli", "mutate"))}
+
+
+def test_only_the_store_chooses_a_backend() -> None:
+    """Nothing above `transcript.store` names a backend: `open_backend` is the one place that does."""
+    graph = _import_graph()
+    for backend in ("transcript.store.sqlite", "transcript.store.memory"):
+        importers = graph.find_modules_that_directly_import(backend)
+        assert importers <= {"transcript.store.backends"}, (backend, importers)
+
+
+_LOG_RULES = (
+    "event_hash",
+    "body_hash",
+    "record_digest",
+    "DuplicateMessage",
+    "transcript.store.writer",
+    "is_writer",
+)
+
+
+def test_the_sqlite_recorder_holds_none_of_the_logs_rules() -> None:
+    """Chaining, digests, the writer capability and de-duplication are the log's, written once."""
+    source = (PROJECT_ROOT / "transcript" / "store" / "sqlite.py").read_text()
+    assert [name for name in _LOG_RULES if name in source] == []
+    log = (PROJECT_ROOT / "transcript" / "store" / "log.py").read_text()
+    assert all(name in log for name in ("event_hash", "record_digest", "DuplicateMessage", "is_writer"))

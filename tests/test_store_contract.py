@@ -1,14 +1,22 @@
-"""One contract, run against every store configuration: in-memory, file, and read-only."""
+"""The store contract, as a session sees it: run on every backend (a SQLite file, read-write and
+reopened read-only; SQLite `:memory:`; the in-process recorder, read-write and read-only).
+
+`StoreContract` holds what any store configuration must do; `SessionContract` what a writable one
+must do for an agent loop — compact, reopen, fork, restore, replay — with the same results on each.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import ClassVar
 
 import msgspec
 import pytest
 
-from tests.conftest import StoreFactory
+from tests.backends import MEMORY, SQLITE_FILE, SQLITE_MEMORY, OnBackend
+from tests.conftest import CORPUS
 from tests.helpers import sql
 from transcript import (
     ConflictError,
@@ -18,6 +26,9 @@ from transcript import (
     Store,
     StoreReadOnly,
     ToolCall,
+    Transcript,
+    TranscriptError,
+    verify,
 )
 from transcript.model import TextPart
 
@@ -50,7 +61,31 @@ def _populate(store: Store) -> None:
     store.session("s2").append(Message.user("other session", id="o1"))
 
 
-class TestStoreContract:
+StoreFactory = Callable[[Callable[[Store], None]], Store]
+
+
+class StoreContract(OnBackend):
+    readonly: ClassVar[bool] = False
+
+    @pytest.fixture
+    def make_store(self, location: str) -> Iterator[StoreFactory]:
+        """Build a store: `populate` runs on a writable store, then the test gets it as configured
+        (the same store, or the same location reopened read-only)."""
+        opened: list[Store] = []
+
+        def factory(populate: Callable[[Store], None]) -> Store:
+            store = Store.open(location, tokenizer="chars/4")
+            populate(store)
+            if self.readonly:
+                store.close()
+                store = Store.open(location, readonly=True, tokenizer="chars/4")
+            opened.append(store)
+            return store
+
+        yield factory
+        for store in opened:
+            store.close()
+
     def test_sessions_are_listed_with_counts(self, make_store: StoreFactory) -> None:
         store = make_store(_populate)
         listed = {(s.session_id, s.messages, s.version) for s in store.sessions()}
@@ -87,7 +122,7 @@ class TestStoreContract:
     def test_writes_follow_the_configuration(self, make_store: StoreFactory) -> None:
         store = make_store(_populate)
         transcript = store.session("s1")
-        if make_store.config == "readonly":  # type: ignore[attr-defined]
+        if self.readonly:
             with pytest.raises(StoreReadOnly):
                 transcript.append(Message.user("more"))
             assert transcript.version == 5
@@ -109,7 +144,7 @@ class TestStoreContract:
         (first,) = _conversation()[1]
         later = msgspec.structs.replace(first, created_at=first.created_at + timedelta(seconds=1))
         tagged = msgspec.structs.replace(first, metadata={"source": "elsewhere"})
-        sessions = ["s1"] if make_store.config == "readonly" else ["s1", "s3"]  # type: ignore[attr-defined]
+        sessions = ["s1"] if self.readonly else ["s1", "s3"]
         for other in (later, tagged):
             for session in sessions:
                 with pytest.raises(DuplicateMessage, match="u1"):
@@ -119,7 +154,7 @@ class TestStoreContract:
         store = make_store(_populate)
         with pytest.raises(DuplicateMessage, match="u1"):
             store.session("s1").append(Message.user("something else", id="u1"))
-        if make_store.config != "readonly":  # type: ignore[attr-defined]
+        if not self.readonly:
             with pytest.raises(DuplicateMessage, match="o1"):
                 store.session("s3").append(Message.user("not the same", id="o1"))
             assert "s3" not in {s.session_id for s in store.sessions()}
@@ -158,3 +193,177 @@ def test_message_parts_keep_their_types_through_the_store() -> None:
     store.session("s").append(message)
     stored = store.session("s").stored_messages()[0]
     assert stored.parts == (TextPart(text="a"), TextPart(text="b"))
+
+
+def _grow(t: Transcript, steps: int, *, start: int = 0) -> None:
+    """Steps of a coding agent: a call, its long result, and the next call."""
+    for n in range(start, start + steps):
+        call = ToolCall(id=f"c{n}", name="Read", input={"file_path": f"src/m{n}.py"})
+        t.append_turn(
+            [
+                Message.assistant(f"reading src/m{n}.py", tool_calls=[call], id=f"a{n}"),
+                Message.tool_result(f"c{n}", f"line {n}\n" * 300, name="Read", id=f"r{n}"),
+            ]
+        )
+
+
+def _started(store: Store, session_id: str = "s") -> Transcript:
+    t = store.session(session_id)
+    t.append(Message.system("you are a coding agent", id=f"{session_id}-sys"))
+    t.append(Message.user("make the date parser accept ISO weeks", id=f"{session_id}-u"))
+    return t
+
+
+def _view_bytes(t: Transcript) -> bytes:
+    return t.visible_messages().canonical_json()
+
+
+class SessionContract(OnBackend):
+    """What an agent loop relies on, on every backend: the same results from the same calls."""
+
+    @pytest.fixture
+    def store(self, location: str) -> Iterator[Store]:
+        store = Store.open(location, tokenizer="chars/4")
+        yield store
+        store.close()
+
+    def _reopened(self, store: Store, location: str) -> Store:
+        """The store as a resumed process sees it (the same one where a reopen is another store)."""
+        return Store.open(location, tokenizer="chars/4") if self.backend.shared else store
+
+    def test_a_compacted_view_is_the_same_after_a_reopen(self, store: Store, location: str) -> None:
+        t = _started(store)
+        _grow(t, 12)
+        micro = t.compact(budget_tokens=4_000)
+        _grow(t, 4, start=12)
+        full = t.compact(budget_tokens=4_000, force=True)
+        assert micro.outcome != "skipped" and full.outcome == "full_applied"
+        again = self._reopened(store, location).session("s")
+        assert _view_bytes(again) == _view_bytes(t)
+        assert again.compact_results() == t.compact_results() and again.version == t.version
+
+    def test_a_stale_transcript_gets_a_conflict_and_has_caught_up(self, store: Store, location: str) -> None:
+        first = _started(store)
+        second = self._reopened(store, location).session("s")
+        first.append(Message.user("one more thing", id="more"))
+        with pytest.raises(ConflictError):
+            second.append(Message.user("from the other", id="other"))
+        assert [m.id for m in second.stored_messages()][-1] == "more"
+        second.append(Message.user("from the other", id="other"))
+        assert first.stored_messages()[-1].id == "other"
+
+    def test_a_served_view_replays_without_drift(self, store: Store) -> None:
+        from transcript.session.replay import check_served, timeline
+
+        t = _started(store)
+        for n in range(6):
+            t.compact(budget_tokens=3_000)
+            t.visible_messages(record=True)
+            _grow(t, 1, start=n)
+        checked = check_served(store.events, "s")
+        assert checked.ok and checked.verified == 6
+        assert [p.kind for p in timeline(store.events, "s")].count("model-call") >= 1
+
+    def test_a_fork_shares_bodies_and_leaves_the_parent_alone(self, store: Store) -> None:
+        parent = _started(store)
+        _grow(parent, 6)
+        before = _view_bytes(parent)
+        fork = store.fork("s", new_session_id="try-2")
+        fork.compact(budget_tokens=2_000, force=True)
+        assert _view_bytes(parent) == before and parent.version == store.head("s")[0]
+        assert [m.id for m in fork.stored_messages()][: len(parent)] == [
+            m.id for m in parent.stored_messages()
+        ]
+
+    def test_a_restored_state_renders_the_same_view(self, store: Store) -> None:
+        t = _started(store)
+        _grow(t, 10)
+        t.compact(budget_tokens=3_000, force=True)
+        copy = store.restore(t.export_state(), session_id="copy")
+        assert _view_bytes(copy) == _view_bytes(t) and copy.compact_results() == t.compact_results()
+
+    def test_an_interrupted_call_is_answered_by_an_append(self, store: Store) -> None:
+        t = _started(store)
+        call = ToolCall(id="c9", name="Bash", input={"command": "sleep 100"})
+        t.append(Message.assistant("running", tool_calls=[call], id="a9"))
+        assert list(t.pending_calls) == ["c9"]
+        (repair,) = t.repair_interrupted()
+        assert t.pending_calls == () and t.stored_messages()[-1] == repair
+
+    def test_titles_and_listing(self, store: Store) -> None:
+        _started(store, "b")
+        named = _started(store, "a")
+        named.set_title("ISO weeks")
+        listed = [(s.session_id, s.title, s.messages) for s in store.sessions()]
+        assert listed == [("a", "ISO weeks", 2), ("b", "make the date parser accept ISO weeks", 2)]
+        assert {s.session_id: s.head_hash for s in store.sessions()} == {
+            sid: store.head(sid)[1] for sid in ("a", "b")
+        }
+
+    def test_status_names_the_head_and_the_goal(self, store: Store) -> None:
+        t = _started(store)
+        _grow(t, 8)
+        t.compact(budget_tokens=2_500, force=True)
+        status = t.status()
+        assert status.head_hash == store.head("s")[1] and status.goal.startswith("make the date parser")
+
+    def test_an_imported_session_renders_the_same_after_a_reopen(self, store: Store, location: str) -> None:
+        report = store.import_file(CORPUS / "sweagent_marshmallow-1867_fc.traj")
+        (session,) = report.sessions
+        t = store.session(session.session_id)
+        t.compact(budget_tokens=3_000, force=True)
+        again = self._reopened(store, location).session(session.session_id)
+        assert _view_bytes(again) == _view_bytes(t) and len(again) == session.messages + 1
+
+    def test_verify_passes_on_what_the_loop_wrote(self, store: Store, location: str) -> None:
+        if not self.backend.shared:
+            pytest.skip(f"{self.backend.name}: verify opens the location again, another store")
+        t = _started(store)
+        _grow(t, 6)
+        t.compact(budget_tokens=2_000, force=True)
+        t.visible_messages(record=True)
+        report = verify(location)
+        assert report.ok and report.heads == {"s": store.head("s")[1]}
+
+    def test_search_works_where_the_backend_has_it(self, store: Store) -> None:
+        t = _started(store)
+        _grow(t, 2)
+        if store.events.capabilities.search:
+            assert [hit.message_id for hit in store.search("ISO weeks")] == ["s-u"]
+        else:
+            with pytest.raises(TranscriptError, match="full-text"):
+                store.search("ISO weeks")
+
+
+class TestSqliteFileStore(StoreContract):
+    backend = SQLITE_FILE
+
+
+class TestSqliteFileReadOnlyStore(StoreContract):
+    backend = SQLITE_FILE
+    readonly = True
+
+
+class TestSqliteMemoryStore(StoreContract):
+    backend = SQLITE_MEMORY
+
+
+class TestMemoryStore(StoreContract):
+    backend = MEMORY
+
+
+class TestMemoryReadOnlyStore(StoreContract):
+    backend = MEMORY
+    readonly = True
+
+
+class TestSqliteFileSession(SessionContract):
+    backend = SQLITE_FILE
+
+
+class TestSqliteMemorySession(SessionContract):
+    backend = SQLITE_MEMORY
+
+
+class TestMemorySession(SessionContract):
+    backend = MEMORY

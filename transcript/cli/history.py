@@ -30,7 +30,7 @@ from transcript.formats.base import ParsedSession
 from transcript.session.replay import Point, check_served, timeline, view_at
 from transcript.session.simulate import Economy, Simulation, economy, simulate as simulate_session
 from transcript.session.store import Store
-from transcript.store.connection import default_path
+from transcript.store.location import default_path
 
 _POINT_HEADER = ("point", "kind", "msgs", "view tok", "stored tok", "change")
 

@@ -15,7 +15,7 @@ import click
 from projection.view import View
 from transcript.cli.output import FORMATS, message_lines, safe, to_builtins
 from transcript.session.store import Store
-from transcript.store.connection import ENV_VAR, default_path
+from transcript.store.location import ENV_VAR, default_path
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1

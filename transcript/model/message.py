@@ -322,3 +322,18 @@ def describe_id(message: object) -> str:
     """A message's id for an error message, even when the message is malformed."""
     value = getattr(message, "id", None)
     return repr(value) if isinstance(value, str) else "<no id>"
+
+
+# What a default title is stripped of (SQLite's trim in the `sessions` view takes the same).
+TITLE_WHITESPACE: Final = " \t\n\r"
+
+
+def opening_title(messages: Iterable[Message]) -> str:
+    """A session's default title: the opening (80 characters) of its first user message's first part,
+    when that part is text, without the whitespace around it — as the `sessions` view reads it."""
+    for message in messages:
+        if message.role == "user" and message.kind == "message" and message.parts:
+            part = message.parts[0]
+            if isinstance(part, TextPart):
+                return part.text.strip(TITLE_WHITESPACE)[:80]
+    return ""

@@ -34,14 +34,14 @@ from transcript.model.errors import (
 )
 from transcript.model.events import CapsSet, Event, MessageAppended, ProviderCaps, TitleSet
 from transcript.model.ids import check_session_id as check_session_id, new_message_id, utc_now
-from transcript.model.message import INTERRUPTED_RESULT, Message, TextPart
+from transcript.model.message import INTERRUPTED_RESULT, Message, opening_title
 from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry, TranscriptSnapshot
 from transcript.session.fold import LiveSession
 from transcript.session.status import Overview, Status
+from transcript.store.backends import open_backend
 from transcript.store.bodies import counted, prepare
 from transcript.store.port import EventStore, NewBody, SessionWrite, StoredBody, Written
-from transcript.store.sqlite import SqliteEventStore
 from transcript.tokens import CL100K, TokenCounter, get_counter
 
 if TYPE_CHECKING:
@@ -53,8 +53,6 @@ if TYPE_CHECKING:
 
 # How often recording a served view retries when another writer moves the session on meanwhile.
 _RECORD_ATTEMPTS: Final = 3
-# What a default title is stripped of (SQLite's trim in the `sessions` view takes the same).
-TITLE_WHITESPACE: Final = " \t\n\r"
 
 
 class Transcript:
@@ -119,7 +117,7 @@ class Transcript:
         full compaction. `timeout`, `synchronous` and `tokenizer` are as for `Store.open`.
         """
         get_counter(tokenizer)
-        events = SqliteEventStore.open(path, readonly=readonly, timeout=timeout, synchronous=synchronous)
+        events = open_backend(path, readonly=readonly, timeout=timeout, synchronous=synchronous)
         try:
             return cls.attach(
                 events,
@@ -422,13 +420,7 @@ class Transcript:
         self._sync()
         if self._live.title is not None:
             return self._live.title
-        for entry in self._live.entries:
-            message = entry.message
-            if message.role == "user" and message.kind == "message" and message.parts:
-                part = message.parts[0]
-                if isinstance(part, TextPart):  # as the `sessions` view reads it
-                    return part.text.strip(TITLE_WHITESPACE)[:80]
-        return ""
+        return opening_title(entry.message for entry in self._live.entries)
 
     @property
     def caps(self) -> ProviderCaps:
@@ -594,13 +586,15 @@ class Transcript:
             self._sync(force=True)
 
     def _load(self) -> None:
+        # The token first: a commit made while the session is read is then read again, not missed.
+        token = self.events.change_token()
         loaded = self.events.load(self.session_id)
         live = self._live
         live.load(loaded.bodies)
         for version, event in loaded.events:
             live.apply(version, event, {})
         live.version = loaded.version
-        self._seen = self.events.change_token()
+        self._seen = token
 
     def _sync(self, *, force: bool = False) -> None:
         token = self.events.change_token()

@@ -17,8 +17,8 @@ from transcript.model.message import Message
 from transcript.model.state import SessionState
 from transcript.session.facade import Transcript, check_session_id
 from transcript.session.importing import ImportReport, import_file
+from transcript.store.backends import open_backend
 from transcript.store.port import EventStore, SearchHit, SessionInfo
-from transcript.store.sqlite import SqliteEventStore
 from transcript.tokens import CL100K, TokenCounter, get_counter
 
 
@@ -48,7 +48,7 @@ class Store:
         `tokenizer` is `cl100k_base` (exact) or `chars/4` (an estimate, only when asked for).
         """
         get_counter(tokenizer)
-        backend = SqliteEventStore.open(path, readonly=readonly, timeout=timeout, synchronous=synchronous)
+        backend = open_backend(path, readonly=readonly, timeout=timeout, synchronous=synchronous)
         return cls(backend, tokenizer=tokenizer)
 
     @property

@@ -12,7 +12,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final, Literal
+from typing import Literal
 
 from transcript.model.errors import (
     StoreCorrupted,
@@ -22,16 +22,9 @@ from transcript.model.errors import (
     StoreUnavailable,
     TranscriptError,
 )
+from transcript.store.location import MEMORY
 
-DEFAULT_PATH: Final = "transcript.db"
-ENV_VAR: Final = "TRANSCRIPT_DB"
-MEMORY: Final = ":memory:"
 Synchronous = Literal["FULL", "NORMAL", "OFF", "EXTRA"]
-
-
-def default_path() -> str:
-    """`$TRANSCRIPT_DB`, or `./transcript.db`."""
-    return os.environ.get(ENV_VAR) or DEFAULT_PATH
 
 
 def translate(exc: sqlite3.Error, action: str) -> TranscriptError:

@@ -42,6 +42,20 @@ class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
     snippet: str
 
 
+class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
+    """What a backend offers beyond the protocol.
+
+    `enforced_append_only`: the database itself refuses edits of stored rows (triggers), not only
+    this code; `durable`: a commit survives the process (a file, a server); `search`: a full-text
+    index; `sql_views`: the readable SQL views (`sessions`, `messages`, `compactions`).
+    """
+
+    enforced_append_only: bool
+    durable: bool
+    search: bool
+    sql_views: bool
+
+
 class NewBody(NamedTuple):
     """A checked body, ready to store: the value, its canonical bytes, content hash and counts."""
 
@@ -139,10 +153,22 @@ class LoadedSession(NamedTuple):
 
 
 class EventStore(Protocol):
-    """What a backend offers: one write (`commit`), and the reads a session and its tools need."""
+    """What a store offers: one write (`commit`), and the reads a session and its tools need."""
 
-    path: str
-    readonly: bool
+    @property
+    def path(self) -> str:
+        """Where the store lives."""
+        ...
+
+    @property
+    def readonly(self) -> bool:
+        """Whether it was opened read-only."""
+        ...
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the backend offers beyond the protocol (search, SQL views, guards in the database)."""
+        ...
 
     def commit(self, writes: Sequence[SessionWrite], *, writer: object = None) -> list[Committed]:
         """Append each write's events in one transaction: all of them are stored, or none."""

@@ -1,104 +1,101 @@
-"""The SQLite backend of the event store: one file, many sessions, nothing ever rewritten.
+"""The SQLite recorder: one file, many sessions, rows never rewritten — SQL and its pragmas only.
 
-Bodies are stored once (canonical JSON + content hash + per-part token counts) and shared by every
-session that holds them; a session is its hash-chained event log, whose append events carry the
-`seq -> message_id` history. Every commit is one `BEGIN IMMEDIATE` transaction that first checks each
-session's head against the version the writer expects (optimistic concurrency): the loser of a race
-gets `ConflictError` and nothing of its write is stored.
+Bodies are rows of `bodies` (shared by every session that holds them), a session is its rows of
+`events` (whose append rows carry the `seq -> message_id` history) and its `heads` row. Every insert
+is one `BEGIN IMMEDIATE` transaction that first moves each session's head from the one the writer
+names (optimistic concurrency): the loser of a race gets `ConflictError` and nothing of its write is
+stored. Guard triggers make the database itself refuse edits. What the rows mean — hashes, digests,
+the writer capability, de-duplication — is the event log's (`transcript.store.log`).
 """
 
 from __future__ import annotations
 
-import gc
+import contextlib
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Annotated, Any, Final
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Final
 
-import msgspec
-
-from transcript.model.codec import MESSAGE_DECODER
-from transcript.model.errors import (
-    ConflictError,
-    DuplicateMessage,
-    InvalidArgument,
-    StoreCorrupted,
-    StoreReadOnly,
-    TranscriptError,
-)
-from transcript.model.events import EVENT_DECODER, EVENT_ENCODER, Event, MessageAppended
-from transcript.model.hashing import GENESIS, event_hash, record_digest
+from transcript.model.errors import ConflictError, StoreReadOnly
 from transcript.store import connection, schema
-from transcript.store.port import (
-    Committed,
-    LoadedSession,
-    LogRecord,
-    NewBody,
-    SearchHit,
-    SessionInfo,
-    SessionWrite,
-    StoredBody,
-    UnreadableEvent,
-    refuse_mutator_events,
+from transcript.store.location import MEMORY
+from transcript.store.port import SearchHit
+from transcript.store.recorder import (
+    BodyRow,
+    BodyTaken,
+    Capabilities,
+    EventRow,
+    Kinds,
+    Problem,
+    RecorderWrite,
+    SessionRow,
+    StorageCheck,
 )
-from transcript.store.writer import is_writer
 
-_TOKENS_ENCODER: Final = msgspec.json.Encoder()
-_TOKENS_DECODER: Final = msgspec.json.Decoder(tuple[Annotated[int, msgspec.Meta(ge=0)], ...])
 _IN_CHUNK: Final = 500
-SYNC_MODES: Final[dict[str, connection.Synchronous]] = {
+_SYNC: Final[dict[str, connection.Synchronous]] = {
     "FULL": "FULL",
     "EXTRA": "EXTRA",
     "NORMAL": "NORMAL",
     "OFF": "OFF",
 }
+_EVENT_COLUMNS: Final = "version, kind, seq, message_id, recorded_at, payload, hash"
+_BODY_COLUMNS: Final = "message_id, hash, tokenizer, tokens, body, digest"
+_KINDS: Final = {
+    "all": "",
+    "appends": " AND kind = 'message_appended'",
+    # Word for word the partial index's condition, so a cold open reads marks by that index.
+    "others": " AND kind <> 'message_appended'",
+}
 
 
-class SqliteEventStore:
-    """An open store file. Use `SqliteEventStore.open()`; one per thread.
+class SqliteRecorder:
+    """An open store file. Use `SqliteRecorder.open()` (or `open_backend`); one per thread.
 
     `connection` is the raw `sqlite3` connection, for tools that read the file as SQL (tests, crash
     probes); nothing above the store uses it.
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: str, *, readonly: bool) -> None:
+    def __init__(self, conn: sqlite3.Connection, location: str, *, readonly: bool) -> None:
         self.connection = conn
-        self.path = path
+        self.location = location
         self.readonly = readonly
+        self.capabilities = Capabilities(
+            enforced_append_only=True, durable=location != MEMORY, search=True, sql_views=True
+        )
         self._local_writes = 0
 
     @classmethod
     def open(
         cls,
-        path: str | Path | None = None,
+        location: str,
         *,
         readonly: bool = False,
         timeout: float = 5.0,
         synchronous: str = "FULL",
-    ) -> SqliteEventStore:
+        verifying: bool = False,
+    ) -> SqliteRecorder:
         """Open (and, unless read-only, create or migrate) a store file; `":memory:"` is private.
 
-        `path` defaults to `$TRANSCRIPT_DB` or `./transcript.db`. Bad arguments raise `InvalidArgument`
-        before anything is opened.
+        `verifying` opens it for `verify`: read-only, never migrated, a schema this release does not
+        know still opened, and text that is not UTF-8 read with its bad bytes escaped.
         """
-        target = _path(path)
-        sync = SYNC_MODES.get(synchronous.upper()) if isinstance(synchronous, str) else None
-        if sync is None:
-            raise InvalidArgument(f"synchronous must be one of {', '.join(SYNC_MODES)}, not {synchronous!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < 1e9:
-            raise InvalidArgument(f"timeout must be a number of seconds (0 or more), not {timeout!r}")
-        conn = connection.connect(target, readonly=readonly, timeout=timeout, synchronous=sync)
+        conn = connection.connect(
+            location,
+            readonly=readonly,
+            timeout=timeout,
+            synchronous=_SYNC[synchronous.upper()],
+            text_errors="surrogateescape" if verifying else "",
+        )
         try:
-            with connection.translated(f"opening {target}"):
-                if schema.check(conn, can_migrate=not readonly):
+            with connection.translated(f"opening {location}"):
+                if not verifying and schema.check(conn, can_migrate=not readonly):
                     schema.migrate(conn)
-                if not readonly and target != connection.MEMORY:
+                if not readonly and location != MEMORY:
                     conn.execute("PRAGMA journal_mode = WAL").fetchone()
         except BaseException:
             conn.close()
             raise
-        return cls(conn, target, readonly=readonly)
+        return cls(conn, location, readonly=readonly)
 
     def close(self) -> None:
         """Close the connection. Committed work is already durable; nothing else is pending."""
@@ -106,114 +103,86 @@ class SqliteEventStore:
 
     def __repr__(self) -> str:
         mode = "read-only" if self.readonly else "read-write"
-        return f"<SqliteEventStore {self.path!r} {mode}>"
+        return f"<SqliteRecorder {self.location!r} {mode}>"
 
     # Reads.
 
-    def sessions(self) -> list[SessionInfo]:
-        """Every session in the file, by id, with its message count and version."""
-        with connection.translated("listing sessions"):
-            rows = self.connection.execute(
-                "SELECT session_id, messages, head_version, head_hash, title FROM sessions "
-                "ORDER BY session_id"
-            ).fetchall()
-        return [
-            SessionInfo(session_id=sid, messages=count, version=version, head_hash=head, title=title or "")
-            for sid, count, version, head, title in rows
-        ]
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """A deferred read transaction: every statement inside sees the same committed state."""
+        conn = self.connection
+        began = not conn.in_transaction
+        if began:
+            with connection.translated("reading the store"):
+                conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if began and conn.in_transaction:
+                with connection.translated("reading the store"):
+                    conn.execute("ROLLBACK")
 
-    def head(self, session_id: str) -> tuple[int, str]:
-        """The session's latest version and event hash (0 and the genesis hash when empty)."""
+    def head(self, session_id: str) -> tuple[int, str] | None:
+        """The session's head row: its version and last event hash, or None."""
         with connection.translated(f"reading session {session_id!r}"):
             row = self.connection.execute(
                 "SELECT version, hash FROM heads WHERE session_id = ?", (session_id,)
             ).fetchone()
-        return (row[0], row[1]) if row else (0, GENESIS)
+        return (row[0], row[1]) if row else None
+
+    def heads(self) -> dict[str, tuple[object, object]]:
+        """Every head row as stored."""
+        with connection.translated("reading heads"):
+            return {
+                row[0]: (row[1], row[2])
+                for row in self.connection.execute("SELECT session_id, version, hash FROM heads")
+            }
+
+    def events(
+        self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
+    ) -> Iterator[EventRow]:
+        """The session's event rows with `after < version <= until`, in order."""
+        with connection.translated(f"reading session {session_id!r}"):
+            rows = self.connection.execute(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? AND version > ? AND version <= ?"
+                + _KINDS[kinds]
+                + " ORDER BY version",
+                (session_id, after, until if until is not None else 2**62),
+            ).fetchall()
+        return map(EventRow._make, rows)
+
+    def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
+        """The stored bodies with these ids."""
+        with connection.translated("reading bodies"):
+            rows = list(self._select_in(f"SELECT {_BODY_COLUMNS} FROM bodies", message_ids))
+        return map(BodyRow._make, rows)
+
+    def sessions(self) -> list[SessionRow]:
+        """Every session, by id, as the `sessions` view lists it."""
+        with connection.translated("listing sessions"):
+            rows = self.connection.execute(
+                "SELECT session_id, messages, head_version, head_hash, coalesce(title, '') FROM sessions "
+                "ORDER BY session_id"
+            ).fetchall()
+        return list(map(SessionRow._make, rows))
+
+    def scan_bodies(self) -> Iterator[tuple[object, ...]]:
+        """Every body row as stored, in insertion order."""
+        with connection.translated("reading bodies"):
+            yield from self.connection.execute(f"SELECT {_BODY_COLUMNS} FROM bodies ORDER BY id")
+
+    def scan_events(self) -> Iterator[tuple[object, ...]]:
+        """Every event row as stored, by session and version."""
+        with connection.translated("reading events"):
+            yield from self.connection.execute(
+                f"SELECT session_id, {_EVENT_COLUMNS} FROM events ORDER BY session_id, version"
+            )
 
     def change_token(self) -> tuple[int, int]:
         """Changes whenever anything may have been committed to the file since it was last read."""
         with connection.translated("checking for changes"):
             (data_version,) = self.connection.execute("PRAGMA data_version").fetchone()
         return data_version, self._local_writes
-
-    def load(self, session_id: str) -> LoadedSession:
-        """The whole session, read in one consistent snapshot."""
-        with connection.translated(f"loading session {session_id!r}"), _ReadSnapshot(self.connection):
-            version = self.head(session_id)[0]
-            history = (
-                "SELECT b.message_id, b.body, b.tokens FROM events AS e "
-                "JOIN bodies AS b ON b.message_id = e.message_id "
-                "WHERE e.session_id = ? AND e.kind = 'message_appended' ORDER BY e.version"
-            )
-            bodies = _decode_bodies(self.connection, history, (session_id,))
-            events = _decode_events(
-                session_id,
-                self.connection.execute(
-                    "SELECT version, kind, payload FROM events "
-                    "WHERE session_id = ? AND kind <> 'message_appended' ORDER BY version",
-                    (session_id,),
-                ),
-            )
-        return LoadedSession(version, bodies, events)
-
-    def read_since(
-        self, session_id: str, version: int
-    ) -> tuple[list[tuple[int, Event | UnreadableEvent]], dict[str, StoredBody]]:
-        """Events after `version`, and the bodies their appends refer to."""
-        with connection.translated(f"reading session {session_id!r}"), _ReadSnapshot(self.connection):
-            events = _decode_events(
-                session_id,
-                self.connection.execute(
-                    "SELECT version, kind, payload FROM events "
-                    "WHERE session_id = ? AND version > ? ORDER BY version",
-                    (session_id, version),
-                ),
-            )
-            ids = [event.message_id for _, event in events if isinstance(event, MessageAppended)]
-            bodies = self._read_bodies(ids)
-        return events, bodies
-
-    def read_log(
-        self, session_id: str, until: int | None = None
-    ) -> tuple[list[LogRecord], dict[str, StoredBody]]:
-        """The session's log up to version `until` (all of it by default), with the bodies it appends."""
-        limit = until if until is not None else 2**62
-        with connection.translated(f"reading session {session_id!r}"), _ReadSnapshot(self.connection):
-            records = [
-                LogRecord(version, recorded_at, _strict(session_id, version, _decode_event(kind, payload)))
-                for version, recorded_at, kind, payload in self.connection.execute(
-                    "SELECT version, recorded_at, kind, payload FROM events "
-                    "WHERE session_id = ? AND version <= ? ORDER BY version",
-                    (session_id, limit),
-                )
-            ]
-            ids = [r.event.message_id for r in records if isinstance(r.event, MessageAppended)]
-            bodies = self._read_bodies(ids)
-        return records, bodies
-
-    def tokenizers(self, message_ids: Sequence[str]) -> dict[str, str]:
-        """Which tokenizer counted each of these bodies."""
-        with connection.translated("reading bodies"):
-            return {
-                row[0]: row[1]
-                for row in self._select_in("SELECT message_id, tokenizer FROM bodies", message_ids)
-            }
-
-    def records(self, message_ids: Sequence[str]) -> dict[str, bytes]:
-        """The stored record (canonical JSON bytes) of each of these bodies that is stored."""
-        with connection.translated("reading bodies"):
-            return {
-                row[0]: schema.stored_bytes(row[1])
-                for row in self._select_in("SELECT message_id, body FROM bodies", message_ids)
-            }
-
-    def _read_bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:
-        return {
-            message_id: _body(message_id, body, tokens)
-            for message_id, body, tokens in self._select_in(
-                "SELECT message_id, body, tokens FROM bodies", message_ids
-            )
-        }
 
     def _select_in(self, select: str, message_ids: Sequence[str]) -> Iterator[tuple[Any, ...]]:
         """Rows of `select ... WHERE message_id IN (...)`, in chunks that respect SQLite's variable limit."""
@@ -223,16 +192,14 @@ class SqliteEventStore:
                 f"{select} WHERE message_id IN ({','.join('?' * len(chunk))})", chunk
             )
 
-    def search(self, phrase: str, *, session_id: str | None = None, limit: int = 20) -> list[SearchHit]:
+    # Search.
+
+    def search(self, phrase: str, *, session_id: str | None, limit: int) -> list[SearchHit]:
         """Messages whose text holds `phrase` (words in this order), best matches first.
 
         Full-text search is opt-in: the first search builds the index (a read-only store cannot, and
         says so) and from then on every stored body is indexed as it is written.
         """
-        if not isinstance(phrase, str) or not phrase.strip():
-            raise InvalidArgument(f"search for a non-blank phrase, not {phrase!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidArgument(f"limit must be a positive whole number, not {limit!r}")
         if not self.search_enabled():
             self._enable_search()
         query = '"' + phrase.replace('"', '""') + '"'
@@ -261,7 +228,7 @@ class SqliteEventStore:
     def _enable_search(self) -> None:
         if self.readonly:
             raise StoreReadOnly(
-                f"{self.path} has no search index yet and is open read-only; search it once read-write"
+                f"{self.location} has no search index yet and is open read-only; search it once read-write"
             )
         with connection.translated("building the search index"), _WriteTransaction(self.connection):
             if not self.search_enabled():
@@ -271,214 +238,129 @@ class SqliteEventStore:
 
     # The one write.
 
-    def commit(self, writes: Sequence[SessionWrite], *, writer: object = None) -> list[Committed]:
-        """Append each write's events in one transaction: all of them are stored, or none.
-
-        Each `MessageAppended` event (which is the history row: its `seq` and `message_id`) also
-        writes its body, from the write's bodies, unless the store already holds it. Raises
-        `ConflictError` when a session is not at its expected version, `DuplicateMessage` when an id
-        is stored with other content, `WriteRefused` for mutator events without the capability.
-        """
-        if not is_writer(writer):
-            refuse_mutator_events(writes)
+    def insert(self, writes: Sequence[RecorderWrite]) -> tuple[int, int]:
+        """Store every write in one transaction, or nothing (see `Recorder.insert`)."""
         if self.readonly:
-            raise StoreReadOnly(f"{self.path} is open read-only; nothing was written")
-        recorded_at = datetime.now(UTC).isoformat(timespec="microseconds")
+            raise StoreReadOnly(f"{self.location} is open read-only; nothing was written")
         with connection.translated("writing to the store"), _WriteTransaction(self.connection):
             # Read under the write lock: no one else can commit until we do, and our own commit does
             # not change it, so a session that folds this write itself is current at this token.
             (data_version,) = self.connection.execute("PRAGMA data_version").fetchone()
-            results = [self._append_events(write, recorded_at) for write in writes]
+            for write in writes:
+                self._insert(write)
         self._local_writes += 1
-        token = (data_version, self._local_writes)
-        return [done._replace(token=token) for done in results]
+        return data_version, self._local_writes
 
-    def _append_events(self, write: SessionWrite, recorded_at: str) -> Committed:
-        session_id, expected_version, events, bodies = write
-        version, prev = self.head(session_id)
-        if version != expected_version:
-            raise ConflictError(
-                f"session {session_id!r} is at version {version}, this write expected "
-                f"{expected_version}; nothing was written (catch up and retry)"
-            )
-        appended = [event for event in events if isinstance(event, MessageAppended)]
-        reused = self._insert_bodies(appended, bodies) if appended else {}
-        rows = []
-        for event in events:
-            version += 1
-            payload = _payload(event)
-            prev = event_hash(prev, session_id, version, recorded_at, payload)
-            seq, message_id = (
-                (event.seq, event.message_id) if isinstance(event, MessageAppended) else (None, None)
-            )
-            rows.append(
-                (session_id, version, event.kind, seq, message_id, recorded_at, payload.decode(), prev)
-            )
+    def _insert(self, write: RecorderWrite) -> None:
+        session_id, (version, head_hash), bodies, events = write
+        if not events:
+            return
+        self._move_head(session_id, version, head_hash, events[-1])
+        if bodies:
+            try:
+                # JSON text: the very bytes the hashes cover, readable by any SQLite tool.
+                self.connection.executemany(
+                    "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body, digest) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (b.message_id, b.hash, b.tokenizer, _text(b.tokens), _text(b.body), b.digest)
+                        for b in bodies
+                    ],
+                )
+            except sqlite3.IntegrityError as exc:
+                raise BodyTaken(
+                    f"session {session_id!r}: a body was stored by another writer meanwhile"
+                ) from exc
         try:
             self.connection.executemany(
                 "INSERT INTO events (session_id, version, kind, seq, message_id, recorded_at, payload, hash) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
+                [
+                    (
+                        session_id,
+                        e.version,
+                        e.kind,
+                        e.seq,
+                        e.message_id,
+                        e.recorded_at,
+                        _text(e.payload),
+                        e.hash,
+                    )
+                    for e in events
+                ],
             )
         except sqlite3.IntegrityError as exc:
             raise ConflictError(f"session {session_id!r} moved on while this write was made") from exc
-        if rows and expected_version:
-            self.connection.execute(
-                "UPDATE heads SET version = ?, hash = ? WHERE session_id = ? AND version = ?",
-                (version, prev, session_id, expected_version),
+
+    def _move_head(self, session_id: str, version: int, head_hash: str, last: EventRow) -> None:
+        """Move the session's head from the one the write names to its last event, or `ConflictError`."""
+        conn = self.connection
+        if version:
+            moved = (
+                conn.execute(
+                    "UPDATE heads SET version = ?, hash = ? "
+                    "WHERE session_id = ? AND version = ? AND hash = ?",
+                    (last.version, last.hash, session_id, version, head_hash),
+                ).rowcount
+                == 1
             )
-        elif rows:
-            self.connection.execute(
-                "INSERT INTO heads (session_id, version, hash) VALUES (?, ?, ?)", (session_id, version, prev)
+        elif self.head(session_id) is None:
+            conn.execute(
+                "INSERT INTO heads (session_id, version, hash) VALUES (?, ?, ?)",
+                (session_id, last.version, last.hash),
             )
-        return Committed(version, reused, None)
-
-    def _insert_bodies(
-        self, appended: list[MessageAppended], bodies: Mapping[str, NewBody]
-    ) -> dict[str, tuple[int, ...]]:
-        """Store each body once; returns the stored counts of bodies that were already there.
-
-        A body already stored (a fork, a re-import, a re-append) must be the very same record: the
-        same message, `created_at` and `metadata` included. It is never rewritten, and its stored
-        counts are the ones every session that holds it uses.
-        """
-        ids = [event.message_id for event in appended]
-        stored = {
-            row[0]: row[1:]
-            for row in self._select_in("SELECT message_id, hash, tokens, body FROM bodies", ids)
-        }
-        rows = []
-        reused: dict[str, tuple[int, ...]] = {}
-        for event in appended:
-            body = bodies.get(event.message_id)
-            if event.message_id in stored:
-                stored_hash, tokens, stored_body = stored[event.message_id]
-                same = stored_hash == event.body_hash and (
-                    body is None or schema.stored_bytes(stored_body) == body.data
-                )
-                if not same:
-                    raise DuplicateMessage(
-                        f"message {event.message_id!r} is already stored with other content, time or "
-                        "metadata; message ids are unique in a store (nothing was written)"
-                    )
-                if tokens:
-                    reused[event.message_id] = _decode_tokens(tokens, event.message_id)
-                continue
-            if body is None or body.hash != event.body_hash:
-                raise TranscriptError(f"internal: no matching body for appended message {event.message_id!r}")
-            counts = _TOKENS_ENCODER.encode(body.tokens)
-            stored[event.message_id] = (body.hash, b"", body.data)
-            digest = record_digest(body.data, counts, body.tokenizer)
-            # JSON text: the very bytes the hashes cover, readable by any SQLite tool.
-            rows.append(
-                (event.message_id, body.hash, body.tokenizer, counts.decode(), body.data.decode(), digest)
+            moved = True
+        else:
+            moved = False
+        if not moved:
+            now = (self.head(session_id) or (0, ""))[0]
+            raise ConflictError(
+                f"session {session_id!r} is at version {now}, this write expected {version}; "
+                "nothing was written (catch up and retry)"
             )
-        self.connection.executemany(
-            "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body, digest) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            rows,
-        )
-        return reused
+
+    # The file's own checks, for `verify`.
+
+    def storage_check(self) -> StorageCheck:
+        """The migrations recorded, SQLite's page check, and the guard triggers and views by their SQL."""
+        with connection.translated(f"verifying {self.location}"):
+            applied = tuple(schema.applied(self.connection))
+            if applied != schema.KNOWN:
+                detail = f"migrations {list(applied)} recorded, this release expects {list(schema.KNOWN)}"
+                return StorageCheck(applied, [Problem(code="schema", detail=detail)], [], [])
+            return StorageCheck(
+                applied, [], list(_page_problems(self.connection)), _guard_problems(self.connection)
+            )
 
 
-def _payload(event: Event) -> bytes:
-    """An event's stored bytes, after checking they read back as the very same event: a write that
-    could not be read again (a float where a count belongs, NaN, a lone surrogate) is refused."""
-    try:
-        payload = EVENT_ENCODER.encode(event)
-        again = EVENT_DECODER.decode(payload)
-    except (msgspec.EncodeError, msgspec.DecodeError, TypeError, OverflowError, UnicodeEncodeError) as exc:
-        raise InvalidArgument(f"a {event.kind} event cannot be stored ({exc}); nothing was written") from exc
-    if again != event:
-        raise InvalidArgument(f"a {event.kind} event would not read back as written; nothing was written")
-    return payload
+def _page_problems(conn: sqlite3.Connection) -> Iterable[Problem]:
+    """SQLite's own check of the file's pages and indexes (a damaged index can hide rows)."""
+    found = [row[0] for row in conn.execute("PRAGMA integrity_check(20)")]
+    if found != ["ok"]:
+        yield from (Problem(code="file_damaged", detail=str(detail)) for detail in found)
 
 
-def _path(path: object) -> str:
-    """The store's path as text: the default when None; refused when it cannot name a file."""
-    if path is None:
-        return connection.default_path()
-    if not isinstance(path, (str, Path)):
-        raise InvalidArgument(f"a store path is a str or a Path, not {type(path).__name__}")
-    target = str(path)
-    if not target or "\x00" in target:
-        raise InvalidArgument(f"{target!r} cannot name a file (empty, or a NUL character)")
-    try:
-        target.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidArgument(f"{target!r} cannot name a file (not valid Unicode)") from exc
-    return target
+def _guard_problems(conn: sqlite3.Connection) -> list[Problem]:
+    """Every guard trigger and every view present, with exactly the SQL this release creates."""
+    rows = conn.execute("SELECT type, name, sql FROM sqlite_master WHERE type IN ('trigger', 'view')")
+    present = {(kind, name): sql for kind, name, sql in rows}
+    problems = []
+    for name, sql in schema.GUARD_SQL.items():
+        if ("trigger", name) not in present:
+            problems.append(Problem(code="guard_missing", detail=f"trigger {name} was dropped"))
+        elif present["trigger", name] != sql:
+            problems.append(Problem(code="guard_changed", detail=f"trigger {name} does not do what it must"))
+    for name, sql in schema.VIEW_SQL.items():
+        if present.get(("view", name)) != sql:
+            problems.append(
+                Problem(code="view_changed", detail=f"view {name} is missing or not what it must be")
+            )
+    return problems
 
 
-def _decode_events(
-    session_id: str, rows: Iterable[tuple[int, str, Any]]
-) -> list[tuple[int, Event | UnreadableEvent]]:
-    """Events of a session's rows; a damaged mark becomes an `UnreadableEvent`, any other damage
-    raises `StoreCorrupted` naming the row."""
-    decoded: list[tuple[int, Event | UnreadableEvent]] = []
-    for version, kind, payload in rows:
-        event = _decode_event(kind, payload)
-        if isinstance(event, UnreadableEvent) and event.kind != _MARK:
-            raise StoreCorrupted(f"events row (session {session_id!r}, version {version}): {event.reason}")
-        decoded.append((version, event))
-    return decoded
-
-
-_MARK: Final = "message_marked"
-
-
-def _decode_event(kind: object, payload: object) -> Event | UnreadableEvent:
-    """The event a row holds, or why it cannot be read (also when its `kind` column disagrees)."""
-    try:
-        event = EVENT_DECODER.decode(payload)  # type: ignore[arg-type]
-    except (msgspec.DecodeError, TypeError) as exc:
-        return UnreadableEvent(str(kind), f"its payload cannot be read ({exc})")
-    if event.kind != kind:
-        unreadable = UnreadableEvent(str(kind), f"its kind column says {kind!r}, its payload {event.kind!r}")
-        return unreadable._replace(kind=_MARK) if event.kind == _MARK else unreadable
-    return event
-
-
-def _strict(session_id: str, version: int, event: Event | UnreadableEvent) -> Event:
-    """An event that must be read whole (an export, a fork, a replay), or `StoreCorrupted`."""
-    if isinstance(event, UnreadableEvent):
-        raise StoreCorrupted(f"events row (session {session_id!r}, version {version}): {event.reason}")
-    return event
-
-
-def _body(message_id: str, body: Any, tokens: Any) -> StoredBody:
-    """One stored body and its counts, or `StoreCorrupted` naming the row."""
-    try:
-        return StoredBody(MESSAGE_DECODER.decode(body), _TOKENS_DECODER.decode(tokens))
-    except (msgspec.DecodeError, TypeError) as exc:
-        raise StoreCorrupted(f"bodies row (message {message_id!r}): it cannot be read ({exc})") from exc
-
-
-def _decode_tokens(tokens: Any, message_id: str) -> tuple[int, ...]:
-    try:
-        counts: tuple[int, ...] = _TOKENS_DECODER.decode(tokens)
-    except (msgspec.DecodeError, TypeError) as exc:
-        raise StoreCorrupted(f"bodies row (message {message_id!r}): its token counts cannot be read") from exc
-    return counts
-
-
-def _decode_bodies(conn: sqlite3.Connection, query: str, params: tuple[Any, ...]) -> list[StoredBody]:
-    """Decode a whole history's bodies and counts in one tight loop.
-
-    The garbage collector is paused meanwhile: the decoded values hold no reference cycles, and
-    pausing it saves collections that would traverse the growing list again and again. When a row
-    cannot be read, the query runs again row by row to name it (`StoreCorrupted`).
-    """
-    message, tokens = MESSAGE_DECODER.decode, _TOKENS_DECODER.decode
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        return [StoredBody(message(body), tokens(counts)) for _, body, counts in conn.execute(query, params)]
-    except (msgspec.DecodeError, TypeError):
-        return [_body(*row) for row in conn.execute(query, params)]
-    finally:
-        if paused:
-            gc.enable()
+def _text(value: bytes | str) -> str:
+    """JSON as the text column stores it (the UTF-8 bytes the hashes cover, decoded)."""
+    return value.decode() if isinstance(value, bytes) else value
 
 
 class _WriteTransaction:
@@ -503,16 +385,3 @@ class _WriteTransaction:
     def _rollback(self) -> None:
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
-
-
-class _ReadSnapshot(_WriteTransaction):
-    """A deferred read transaction: every statement inside sees the same committed state."""
-
-    def __enter__(self) -> None:
-        self._began = not self._conn.in_transaction
-        if self._began:
-            self._conn.execute("BEGIN")
-
-    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
-        if self._began:
-            self._rollback()

@@ -1,22 +1,20 @@
 """`verify`: re-derive everything a store promises from its raw rows and name what does not match.
 
-Triggers prevent tampering through SQL; this detects it when they were bypassed. It checks every
-stored byte that can change a view or a count: each body's content hash and record digest (its
-`created_at`, metadata, token counts and tokenizer), the counts against a recount (`deep=True`),
+The checks here hold for any backend, over its recorder: each body's content hash and record digest
+(its `created_at`, metadata, token counts and tokenizer), the counts against a recount (`deep=True`),
 every session's hash chain, the history columns against the payloads, each session's head row
 against its last event (so a deleted tail or a deleted session is named while the head row is
-untouched), and the guard triggers by their SQL text. Where the head row was edited consistently too,
-only an anchor kept elsewhere can tell: `expect_heads` compares heads with hashes the caller kept.
-SQLite's own integrity check runs first (damaged pages or indexes). It opens the file read-only
-(`mode=ro`) and never migrates or writes; it raises only when the file cannot be read at all.
+untouched). Where the head row was edited consistently too, only an anchor kept elsewhere can tell:
+`expect_heads` compares heads with hashes the caller kept. The backend adds its own checks of its
+storage (SQLite: the schema, its page check, the guard triggers and views by their SQL). It opens the
+store read-only, never migrates or writes, and raises only when the store cannot be read at all.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,34 +24,10 @@ from transcript.model.codec import decode_message
 from transcript.model.errors import TranscriptError
 from transcript.model.events import EVENT_DECODER, MessageAppended, MessageMarked
 from transcript.model.hashing import GENESIS, body_hash, event_hash, record_digest
-from transcript.store import connection as db, schema
+from transcript.store.recorder import Problem as Problem, Recorder
 from transcript.tokens import get_counter, message_tokens
 
 _TOKENS: Final = msgspec.json.Decoder(tuple[int, ...])
-
-
-class Problem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One mismatch: a stable code, what is wrong, and where."""
-
-    code: str
-    detail: str
-    session_id: str | None = None
-    version: int | None = None
-    seq: int | None = None
-    message_id: str | None = None
-
-    def __str__(self) -> str:
-        where = [
-            f"{name} {value!r}" if isinstance(value, str) else f"{name} {value}"
-            for name, value in (
-                ("session", self.session_id),
-                ("event", self.version),
-                ("seq", self.seq),
-                ("message", self.message_id),
-            )
-            if value is not None
-        ]
-        return f"{self.code}: {self.detail}" + (f" ({', '.join(where)})" if where else "")
 
 
 class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,47 +55,45 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
 def verify(
     path: str | Path, *, deep: bool = False, expect_heads: Mapping[str, str] | None = None
 ) -> VerifyReport:
-    """Check a store file end to end (see the module docstring).
+    """Check a store end to end (see the module docstring).
 
     `deep=True` also recounts every body's tokens with the tokenizer that counted them.
     `expect_heads` maps session ids to head hashes kept elsewhere (e.g. printed by `transcript
     sessions --format json` earlier); a session whose head differs, or that is gone, is named.
     """
-    target = str(path)
-    # Damaged text is read with its bad bytes escaped, so the checks below can name it.
-    conn = db.connect(target, readonly=True, timeout=5.0, synchronous="FULL", text_errors="surrogateescape")
+    from transcript.store.backends import open_recorder
+
+    recorder = open_recorder(path, verifying=True)
     try:
-        with db.translated(f"verifying {target}"):
-            return _verify(conn, target, deep, dict(expect_heads or {}))
+        return check(recorder, deep=deep, expect_heads=expect_heads)
     finally:
-        conn.close()
+        recorder.close()
 
 
-def _verify(conn: sqlite3.Connection, path: str, deep: bool, expected: dict[str, str]) -> VerifyReport:
+def check(
+    recorder: Recorder, *, deep: bool = False, expect_heads: Mapping[str, str] | None = None
+) -> VerifyReport:
+    """`verify` over an open recorder: the backend's own checks around the log's."""
     problems: list[Problem] = []
-    applied = schema.applied(conn)
-    if tuple(applied) != schema.KNOWN:
-        problems.append(
-            Problem(
-                code="schema",
-                detail=f"migrations {applied} recorded, this release expects {list(schema.KNOWN)}",
+    with recorder.reading():
+        storage = recorder.storage_check()
+        if storage.stop:
+            return VerifyReport(
+                path=recorder.location,
+                schema=storage.schema,
+                bodies=0,
+                sessions=0,
+                events=0,
+                problems=tuple(storage.stop),
             )
-        )
-        return VerifyReport(
-            path=path, schema=tuple(applied), bodies=0, sessions=0, events=0, problems=tuple(problems)
-        )
-    conn.execute("BEGIN")
-    try:
-        _check_pages(conn, problems)
-        hashes = dict(_check_bodies(conn, problems, deep))
-        sessions, events, lasts = _check_sessions(conn, hashes, problems)
-        heads = _check_heads(conn, lasts, expected, problems)
-        _check_guards(conn, problems)
-    finally:
-        conn.execute("ROLLBACK")
+        problems.extend(storage.before)
+        hashes = dict(_check_bodies(recorder.scan_bodies(), problems, deep))
+        sessions, events, lasts = _check_sessions(recorder.scan_events(), hashes, problems)
+        heads = _check_heads(recorder.heads(), lasts, dict(expect_heads or {}), problems)
+        problems.extend(storage.after)
     return VerifyReport(
-        path=path,
-        schema=tuple(applied),
+        path=recorder.location,
+        schema=storage.schema,
         bodies=len(hashes),
         sessions=sessions,
         events=events,
@@ -130,15 +102,9 @@ def _verify(conn: sqlite3.Connection, path: str, deep: bool, expected: dict[str,
     )
 
 
-def _check_pages(conn: sqlite3.Connection, problems: list[Problem]) -> None:
-    """SQLite's own check of the file's pages and indexes (a damaged index can hide rows)."""
-    found = [row[0] for row in conn.execute("PRAGMA integrity_check(20)")]
-    if found != ["ok"]:
-        problems.extend(Problem(code="file_damaged", detail=str(detail)) for detail in found)
-
-
-def _check_bodies(conn: sqlite3.Connection, problems: list[Problem], deep: bool) -> Iterator[tuple[str, str]]:
-    rows = conn.execute("SELECT message_id, hash, tokenizer, tokens, body, digest FROM bodies ORDER BY id")
+def _check_bodies(
+    rows: Iterable[tuple[Any, ...]], problems: list[Problem], deep: bool
+) -> Iterator[tuple[str, str]]:
     for message_id, stored_hash, tokenizer, tokens, body, digest in rows:
         yield message_id, stored_hash
         report = functools.partial(_body_problem, problems, message_id)
@@ -201,14 +167,10 @@ def _raw(value: bytes | str) -> bytes:
 
 
 def _check_sessions(
-    conn: sqlite3.Connection, hashes: dict[str, str], problems: list[Problem]
+    rows: Iterable[tuple[Any, ...]], hashes: dict[str, str], problems: list[Problem]
 ) -> tuple[int, int, dict[str, tuple[int, str]]]:
     # One pass over every event, grouped here: a session id damaged into text that is not UTF-8
-    # could not even be sent back to SQLite as a query parameter.
-    rows = conn.execute(
-        "SELECT session_id, version, kind, seq, message_id, recorded_at, payload, hash FROM events "
-        "ORDER BY session_id, version"
-    )
+    # could not even be sent back to the backend as a query parameter.
     total = 0
     lasts: dict[str, tuple[int, str]] = {}
     for session_id, group in itertools.groupby(rows, key=lambda row: row[0]):
@@ -303,15 +265,12 @@ def _report(
 
 
 def _check_heads(
-    conn: sqlite3.Connection,
+    heads: Mapping[str, tuple[Any, Any]],
     lasts: dict[str, tuple[int, str]],
     expected: dict[str, str],
     problems: list[Problem],
 ) -> dict[str, str]:
     """Each session's head row against its last event, and against the heads the caller kept."""
-    heads: dict[str, tuple[Any, Any]] = {
-        row[0]: (row[1], row[2]) for row in conn.execute("SELECT session_id, version, hash FROM heads")
-    }
     for session_id in sorted(set(heads) | set(lasts)):
         head, last = heads.get(session_id), lasts.get(session_id)
         if head is None:
@@ -346,19 +305,3 @@ def _check_heads(
             )
             problems.append(Problem(code="head_unexpected", detail=detail, session_id=session_id))
     return {sid: last[1] for sid, last in lasts.items()}
-
-
-def _check_guards(conn: sqlite3.Connection, problems: list[Problem]) -> None:
-    """Every guard trigger and every view present, with exactly the SQL this release creates."""
-    rows = conn.execute("SELECT type, name, sql FROM sqlite_master WHERE type IN ('trigger', 'view')")
-    present = {(kind, name): sql for kind, name, sql in rows}
-    for name, sql in schema.GUARD_SQL.items():
-        if ("trigger", name) not in present:
-            problems.append(Problem(code="guard_missing", detail=f"trigger {name} was dropped"))
-        elif present["trigger", name] != sql:
-            problems.append(Problem(code="guard_changed", detail=f"trigger {name} does not do what it must"))
-    for name, sql in schema.VIEW_SQL.items():
-        if present.get(("view", name)) != sql:
-            problems.append(
-                Problem(code="view_changed", detail=f"view {name} is missing or not what it must be")
-            )

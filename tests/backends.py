@@ -1,0 +1,112 @@
+"""The backends the contract suites run on, and what a test needs to know of each.
+
+Every contract class (`RecorderContract`, `EventLogContract`, `StoreContract`) is subclassed once per
+backend here: a SQLite file, a private SQLite `:memory:` database, and the in-process recorder
+(`memory://`). Tests open stores through `Backend.location` and the public factories
+(`open_backend`, `Store.open`), never through a backend's class. Damage that only an editor outside
+the library could make (a row's bytes changed, a body deleted) is made per backend by `tamper_*`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from transcript.store import schema
+from transcript.store.log import EventLog
+from transcript.store.memory import MemoryRecorder
+from transcript.store.recorder import BodyRow, EventRow
+from transcript.store.sqlite import SqliteRecorder
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend: its name (the contract classes' test ids carry it) and how to reach a store."""
+
+    name: str
+    shared: bool  # a second open of the same location sees the same store
+    durable: bool  # the store outlives the process (a fresh interpreter can reopen it)
+
+    def location(self, tmp_path: Path) -> str:
+        """A location for a new, empty store of this backend."""
+        if self.name == "sqlite-file":
+            return str(tmp_path / f"store-{uuid.uuid4().hex[:8]}.db")
+        if self.name == "sqlite-memory":
+            return ":memory:"
+        return f"memory://test-{uuid.uuid4().hex}"
+
+
+SQLITE_FILE = Backend("sqlite-file", shared=True, durable=True)
+SQLITE_MEMORY = Backend("sqlite-memory", shared=False, durable=False)
+MEMORY = Backend("memory", shared=True, durable=False)
+BACKENDS = (SQLITE_FILE, SQLITE_MEMORY, MEMORY)
+
+
+class OnBackend:
+    """A contract class's base: which backend its subclass runs on, and a fresh location per test."""
+
+    backend: ClassVar[Backend]
+
+    @pytest.fixture
+    def location(self, tmp_path: Path) -> object:
+        location = self.backend.location(tmp_path)
+        yield location
+        if location.startswith("memory://"):
+            MemoryRecorder.discard(location)
+
+
+def tamper_event(log: EventLog, session_id: str, version: int, payload: bytes) -> None:
+    """Replace one stored event's payload (its hash left as it was), as an editor outside would."""
+    recorder = log.recorder
+    if isinstance(recorder, SqliteRecorder):
+        _unguarded(
+            recorder,
+            "UPDATE events SET payload = ? WHERE session_id = ? AND version = ?",
+            (payload.decode("utf-8", "surrogateescape"), session_id, version),
+        )
+        return
+    assert isinstance(recorder, MemoryRecorder)
+    rows = recorder._rows.events[session_id]
+    index = next(i for i, row in enumerate(rows) if row.version == version)
+    rows[index] = rows[index]._replace(payload=payload.decode("utf-8", "surrogateescape"))
+
+
+def tamper_body(log: EventLog, message_id: str, body: bytes | None) -> None:
+    """Replace one stored body's record (None: delete the row), as an editor outside would."""
+    recorder = log.recorder
+    if isinstance(recorder, SqliteRecorder):
+        if body is None:
+            _unguarded(recorder, "DELETE FROM bodies WHERE message_id = ?", (message_id,))
+        else:
+            _unguarded(
+                recorder, "UPDATE bodies SET body = ? WHERE message_id = ?", (body.decode(), message_id)
+            )
+        return
+    assert isinstance(recorder, MemoryRecorder)
+    if body is None:
+        del recorder._rows.bodies[message_id]
+    else:
+        stored: BodyRow = recorder._rows.bodies[message_id]
+        recorder._rows.bodies[message_id] = stored._replace(body=body.decode())
+
+
+def stored_event(log: EventLog, session_id: str, version: int) -> EventRow:
+    """One event row as the recorder returns it."""
+    (row,) = log.recorder.events(session_id, after=version - 1, until=version)
+    return row
+
+
+def _unguarded(recorder: SqliteRecorder, statement: str, params: tuple[object, ...]) -> None:
+    """Run one edit with the guard triggers dropped, then put them back."""
+    conn = recorder.connection
+    conn.execute("BEGIN IMMEDIATE")
+    for name in schema.GUARDS:
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute(statement, params)
+    for sql in schema.GUARD_SQL.values():
+        conn.execute(sql)
+    conn.execute("COMMIT")

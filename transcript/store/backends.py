@@ -1,0 +1,59 @@
+"""Choosing a backend: the one place where a location becomes a recorder under the event log.
+
+Nothing above `transcript.store` names a backend; it asks `open_backend(location)` for an event log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from transcript.model.errors import InvalidArgument
+from transcript.store.location import MEMORY_RECORDER, check_location
+from transcript.store.log import EventLog
+from transcript.store.recorder import Recorder
+
+SYNC_MODES: Final = ("FULL", "EXTRA", "NORMAL", "OFF")
+
+
+def open_recorder(
+    location: str | Path | None = None,
+    *,
+    readonly: bool = False,
+    timeout: float = 5.0,
+    synchronous: str = "FULL",
+    verifying: bool = False,
+) -> Recorder:
+    """The recorder for a location (see `transcript.store.location`), opened; bad arguments raise
+    `InvalidArgument` before anything is opened. `verifying` opens it for `verify`: read-only, never
+    migrated, and damaged rows are returned as they are."""
+    target = check_location(location)
+    mode = synchronous.upper() if isinstance(synchronous, str) else None
+    if mode not in SYNC_MODES:
+        raise InvalidArgument(f"synchronous must be one of {', '.join(SYNC_MODES)}, not {synchronous!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < 1e9:
+        raise InvalidArgument(f"timeout must be a number of seconds (0 or more), not {timeout!r}")
+    if target.startswith(MEMORY_RECORDER):
+        from transcript.store.memory import MemoryRecorder
+
+        return MemoryRecorder.open(target, readonly=readonly or verifying)
+    from transcript.store.sqlite import SqliteRecorder
+
+    return SqliteRecorder.open(
+        target, readonly=readonly or verifying, timeout=timeout, synchronous=mode, verifying=verifying
+    )
+
+
+def open_backend(
+    location: str | Path | None = None,
+    *,
+    readonly: bool = False,
+    timeout: float = 5.0,
+    synchronous: str = "FULL",
+) -> EventLog:
+    """The event log of the store at `location`: created or migrated unless read-only.
+
+    `timeout` is how long a writer waits for another's lock; `synchronous` how durable a commit is
+    (SQLite's setting: `FULL` survives power loss).
+    """
+    return EventLog(open_recorder(location, readonly=readonly, timeout=timeout, synchronous=synchronous))

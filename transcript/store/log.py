@@ -1,0 +1,379 @@
+"""The event log: the store's rules, written once over any recorder.
+
+Everything a stored byte means is decided here, whatever the backend: an event's payload is its
+canonical JSON, checked to read back as the very same event; each session's events are hash-chained
+(the `recorded_at` text is part of the hash); a body is stored once under its id, with its record
+digest, and the same id with another record is `DuplicateMessage` in any session; marks, summaries
+and compaction records need the mutator's writer capability; a write names the version it expects
+(optimistic concurrency: the loser gets `ConflictError`, nothing of its write stored). Reads decode
+tolerantly: a damaged mark is an `UnreadableEvent` the fold can live with, any other damage
+`StoreCorrupted` naming its row. The recorder below only stores and returns rows.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Final
+
+import msgspec
+
+from transcript.model.codec import MESSAGE_DECODER
+from transcript.model.errors import (
+    ConflictError,
+    DuplicateMessage,
+    InvalidArgument,
+    StoreCorrupted,
+    StoreReadOnly,
+    TranscriptError,
+)
+from transcript.model.events import EVENT_DECODER, EVENT_ENCODER, Event, MessageAppended
+from transcript.model.hashing import GENESIS, event_hash, record_digest
+from transcript.store.port import (
+    Committed,
+    LoadedSession,
+    LogRecord,
+    NewBody,
+    SearchHit,
+    SessionInfo,
+    SessionWrite,
+    StoredBody,
+    UnreadableEvent,
+    refuse_mutator_events,
+)
+from transcript.store.recorder import BodyRow, BodyTaken, Capabilities, EventRow, Recorder, RecorderWrite
+from transcript.store.writer import is_writer
+
+_TOKENS_ENCODER: Final = msgspec.json.Encoder()
+_TOKENS_DECODER: Final = msgspec.json.Decoder(tuple[Annotated[int, msgspec.Meta(ge=0)], ...])
+_MARK: Final = "message_marked"
+# How often a commit re-checks its bodies when another writer stored one of them meanwhile.
+_BODY_ATTEMPTS: Final = 3
+
+
+class EventLog:
+    """The event store over one recorder (`open_backend` picks the recorder for a location).
+
+    It implements `transcript.store.port.EventStore`; `recorder` is the backend underneath, for tools
+    that read a backend's own storage (a SQLite file's SQL, say). One per thread.
+    """
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        # The last head this log saw of each session, so a commit need not read it again: a stale one
+        # only costs a conflict, because the recorder moves a head only from the one named.
+        self._heads: dict[str, tuple[int, str]] = {}
+
+    @property
+    def path(self) -> str:
+        """Where the store lives: a file path, `:memory:`, or a backend's location."""
+        return self.recorder.location
+
+    @property
+    def readonly(self) -> bool:
+        """Whether the store was opened read-only."""
+        return self.recorder.readonly
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the backend offers beyond the protocol (search, SQL views, guards in the database)."""
+        return self.recorder.capabilities
+
+    def close(self) -> None:
+        """Release the backend. Committed work is already durable; nothing else is pending."""
+        self.recorder.close()
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.readonly else "read-write"
+        return f"<EventLog {self.path!r} {mode}>"
+
+    # Reads.
+
+    def sessions(self) -> list[SessionInfo]:
+        """Every session in the store, by id, with its message count, version, head and title."""
+        return [
+            SessionInfo(
+                session_id=row.session_id,
+                messages=row.messages,
+                version=row.version,
+                head_hash=row.head_hash,
+                title=row.title or "",
+            )
+            for row in self.recorder.sessions()
+        ]
+
+    def head(self, session_id: str) -> tuple[int, str]:
+        """The session's latest version and event hash (0 and the genesis hash when empty)."""
+        head = self.recorder.head(session_id) or (0, GENESIS)
+        self._heads[session_id] = head
+        return head
+
+    def change_token(self) -> Hashable:
+        """Changes whenever anything may have been committed to the store since it was last read."""
+        return self.recorder.change_token()
+
+    def load(self, session_id: str) -> LoadedSession:
+        """The whole session, read in one consistent snapshot."""
+        recorder = self.recorder
+        with recorder.reading():
+            version = self.head(session_id)[0]
+            appends = list(recorder.events(session_id, kinds="appends"))
+            rows = {row.message_id: row for row in recorder.bodies([r.message_id or "" for r in appends])}
+            others = _decode_events(session_id, recorder.events(session_id, kinds="others"))
+        return LoadedSession(version, _history_bodies(session_id, appends, rows), others)
+
+    def read_since(
+        self, session_id: str, version: int
+    ) -> tuple[list[tuple[int, Event | UnreadableEvent]], dict[str, StoredBody]]:
+        """Events after `version` (a damaged mark as an `UnreadableEvent`), and the bodies their
+        appends refer to."""
+        with self.recorder.reading():
+            events = _decode_events(session_id, self.recorder.events(session_id, after=version))
+            ids = [event.message_id for _, event in events if isinstance(event, MessageAppended)]
+            bodies = self._read_bodies(ids)
+        return events, bodies
+
+    def read_log(
+        self, session_id: str, until: int | None = None
+    ) -> tuple[list[LogRecord], dict[str, StoredBody]]:
+        """The session's log up to version `until` (all of it by default), with the bodies it appends."""
+        with self.recorder.reading():
+            records = [
+                LogRecord(row.version, row.recorded_at, _strict(session_id, row))
+                for row in self.recorder.events(session_id, until=until)
+            ]
+            ids = [r.event.message_id for r in records if isinstance(r.event, MessageAppended)]
+            bodies = self._read_bodies(ids)
+        return records, bodies
+
+    def tokenizers(self, message_ids: Sequence[str]) -> dict[str, str]:
+        """Which tokenizer counted each of these bodies."""
+        return {row.message_id: row.tokenizer for row in self.recorder.bodies(message_ids)}
+
+    def records(self, message_ids: Sequence[str]) -> dict[str, bytes]:
+        """The stored record (canonical JSON bytes) of each of these bodies that is stored."""
+        return {row.message_id: stored_bytes(row.body) for row in self.recorder.bodies(message_ids)}
+
+    def search(self, phrase: str, *, session_id: str | None = None, limit: int = 20) -> list[SearchHit]:
+        """Messages whose text holds `phrase` (words in this order), best matches first.
+
+        Full-text search is opt-in where the backend has it: the first search builds the index and
+        from then on every stored body is indexed as it is written.
+        """
+        if not isinstance(phrase, str) or not phrase.strip():
+            raise InvalidArgument(f"search for a non-blank phrase, not {phrase!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidArgument(f"limit must be a positive whole number, not {limit!r}")
+        if not self.capabilities.search:
+            raise InvalidArgument(f"{self.path}: this backend keeps no full-text index (SQLite stores do)")
+        return self.recorder.search(phrase, session_id=session_id, limit=limit)
+
+    def _read_bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:
+        return {row.message_id: _body(row) for row in self.recorder.bodies(message_ids)}
+
+    # The one write.
+
+    def commit(self, writes: Sequence[SessionWrite], *, writer: object = None) -> list[Committed]:
+        """Append each write's events in one transaction: all of them are stored, or none.
+
+        Each `MessageAppended` event (which is the history row: its `seq` and `message_id`) also
+        stores its body, from the write's bodies, unless the store already holds it. Raises
+        `ConflictError` when a session is not at its expected version, `DuplicateMessage` when an id
+        is stored with other content, `WriteRefused` for mutator events without the capability.
+        """
+        if not is_writer(writer):
+            refuse_mutator_events(writes)
+        if self.readonly:
+            raise StoreReadOnly(f"{self.path} is open read-only; nothing was written")
+        recorded_at = datetime.now(UTC).isoformat(timespec="microseconds")
+        for attempt in range(1, _BODY_ATTEMPTS + 1):
+            rows: list[RecorderWrite] = []
+            reused: list[dict[str, tuple[int, ...]]] = []
+            adding: dict[str, BodyRow] = {}
+            for write in writes:
+                row, kept = self._rows(write, recorded_at, adding)
+                rows.append(row)
+                reused.append(kept)
+            try:
+                token = self.recorder.insert(rows)
+            except BodyTaken:
+                if attempt == _BODY_ATTEMPTS:
+                    raise
+                continue
+            except ConflictError:
+                for write in writes:
+                    self._heads.pop(write.session_id, None)
+                raise
+            break
+        done = []
+        for row, kept in zip(rows, reused, strict=True):
+            head = (row.events[-1].version, row.events[-1].hash) if row.events else row.expected
+            self._heads[row.session_id] = head
+            done.append(Committed(head[0], kept, token))
+        return done
+
+    def _rows(
+        self, write: SessionWrite, recorded_at: str, adding: dict[str, BodyRow]
+    ) -> tuple[RecorderWrite, dict[str, tuple[int, ...]]]:
+        """One session's write as rows, after the checks: its head, its bodies, its events."""
+        session_id, expected_version, events, bodies = write
+        head = self._heads.get(session_id)
+        if head is None or head[0] != expected_version:
+            head = self.head(session_id)
+        version, prev = head
+        if version != expected_version:
+            raise ConflictError(
+                f"session {session_id!r} is at version {version}, this write expected "
+                f"{expected_version}; nothing was written (catch up and retry)"
+            )
+        appended = [event for event in events if isinstance(event, MessageAppended)]
+        new_bodies, reused = self._new_bodies(appended, bodies, adding) if appended else ([], {})
+        rows = []
+        for event in events:
+            version += 1
+            payload = _payload(event)
+            prev = event_hash(prev, session_id, version, recorded_at, payload)
+            seq, message_id = (
+                (event.seq, event.message_id) if isinstance(event, MessageAppended) else (None, None)
+            )
+            rows.append(EventRow(version, event.kind, seq, message_id, recorded_at, payload, prev))
+        return RecorderWrite(session_id, head, new_bodies, rows), reused
+
+    def _new_bodies(
+        self, appended: list[MessageAppended], bodies: Mapping[str, NewBody], adding: dict[str, BodyRow]
+    ) -> tuple[list[BodyRow], dict[str, tuple[int, ...]]]:
+        """The bodies to store; and the stored counts of those the store already has.
+
+        A body already stored (a fork, a re-import, a re-append; or added by an earlier write of this
+        commit) must be the very same record: the same message, `created_at` and `metadata`
+        included. It is never rewritten, and its stored counts are the ones every session uses.
+        """
+        wanted = [event.message_id for event in appended if event.message_id not in adding]
+        stored: dict[str, BodyRow] = {row.message_id: row for row in self.recorder.bodies(wanted)}
+        stored.update(adding)
+        new: list[BodyRow] = []
+        reused: dict[str, tuple[int, ...]] = {}
+        for event in appended:
+            body = bodies.get(event.message_id)
+            row = stored.get(event.message_id)
+            if row is not None:
+                same = row.hash == event.body_hash and (body is None or stored_bytes(row.body) == body.data)
+                if not same:
+                    raise DuplicateMessage(
+                        f"message {event.message_id!r} is already stored with other content, time or "
+                        "metadata; message ids are unique in a store (nothing was written)"
+                    )
+                reused[event.message_id] = _counts(row)
+                continue
+            if body is None or body.hash != event.body_hash:
+                raise TranscriptError(f"internal: no matching body for appended message {event.message_id!r}")
+            counts = _TOKENS_ENCODER.encode(body.tokens)
+            digest = record_digest(body.data, counts, body.tokenizer)
+            row = BodyRow(event.message_id, body.hash, body.tokenizer, counts, body.data, digest)
+            stored[event.message_id] = adding[event.message_id] = row
+            new.append(row)
+        return new, reused
+
+
+def stored_bytes(value: object) -> bytes:
+    """A stored value's bytes, whatever its type (JSON text is the UTF-8 the hashes cover)."""
+    return value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass")
+
+
+def _payload(event: Event) -> bytes:
+    """An event's stored bytes, after checking they read back as the very same event: a write that
+    could not be read again (a float where a count belongs, NaN, a lone surrogate) is refused."""
+    try:
+        payload = EVENT_ENCODER.encode(event)
+        again = EVENT_DECODER.decode(payload)
+    except (msgspec.EncodeError, msgspec.DecodeError, TypeError, OverflowError, UnicodeEncodeError) as exc:
+        raise InvalidArgument(f"a {event.kind} event cannot be stored ({exc}); nothing was written") from exc
+    if again != event:
+        raise InvalidArgument(f"a {event.kind} event would not read back as written; nothing was written")
+    return payload
+
+
+def _decode_events(session_id: str, rows: Iterable[EventRow]) -> list[tuple[int, Event | UnreadableEvent]]:
+    """Events of a session's rows; a damaged mark becomes an `UnreadableEvent`, any other damage
+    raises `StoreCorrupted` naming the row."""
+    decoded: list[tuple[int, Event | UnreadableEvent]] = []
+    for row in rows:
+        event = _decode_event(row.kind, row.payload)
+        if isinstance(event, UnreadableEvent) and event.kind != _MARK:
+            raise StoreCorrupted(
+                f"events row (session {session_id!r}, version {row.version}): {event.reason}"
+            )
+        decoded.append((row.version, event))
+    return decoded
+
+
+def _decode_event(kind: object, payload: object) -> Event | UnreadableEvent:
+    """The event a row holds, or why it cannot be read (also when its `kind` column disagrees)."""
+    try:
+        event = EVENT_DECODER.decode(payload)  # type: ignore[arg-type]
+    except (msgspec.DecodeError, TypeError) as exc:
+        return UnreadableEvent(str(kind), f"its payload cannot be read ({exc})")
+    if event.kind != kind:
+        unreadable = UnreadableEvent(str(kind), f"its kind column says {kind!r}, its payload {event.kind!r}")
+        return unreadable._replace(kind=_MARK) if event.kind == _MARK else unreadable
+    return event
+
+
+def _strict(session_id: str, row: EventRow) -> Event:
+    """An event that must be read whole (an export, a fork, a replay), or `StoreCorrupted`."""
+    event = _decode_event(row.kind, row.payload)
+    if isinstance(event, UnreadableEvent):
+        raise StoreCorrupted(f"events row (session {session_id!r}, version {row.version}): {event.reason}")
+    return event
+
+
+def _body(row: BodyRow) -> StoredBody:
+    """One stored body and its counts, or `StoreCorrupted` naming the row."""
+    try:
+        return StoredBody(MESSAGE_DECODER.decode(row.body), _TOKENS_DECODER.decode(row.tokens))
+    except (msgspec.DecodeError, TypeError) as exc:
+        raise StoreCorrupted(f"bodies row (message {row.message_id!r}): it cannot be read ({exc})") from exc
+
+
+def _counts(row: BodyRow) -> tuple[int, ...]:
+    try:
+        counts: tuple[int, ...] = _TOKENS_DECODER.decode(row.tokens)
+    except (msgspec.DecodeError, TypeError) as exc:
+        raise StoreCorrupted(
+            f"bodies row (message {row.message_id!r}): its token counts cannot be read"
+        ) from exc
+    return counts
+
+
+def _history_bodies(session_id: str, appends: list[EventRow], rows: dict[str, BodyRow]) -> list[StoredBody]:
+    """A whole history's bodies and counts, in order, decoded in one tight loop.
+
+    The garbage collector is paused meanwhile: the decoded values hold no reference cycles, and
+    pausing it saves collections that would traverse the growing list again and again. When a body
+    cannot be read, or is missing, the rows are gone through one by one to name it.
+    """
+    message, tokens = MESSAGE_DECODER.decode, _TOKENS_DECODER.decode
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        try:
+            return [
+                StoredBody(message(row.body), tokens(row.tokens))
+                for row in (rows[append.message_id or ""] for append in appends)
+            ]
+        except (msgspec.DecodeError, TypeError, KeyError):
+            return [_history_body(session_id, append, rows) for append in appends]
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _history_body(session_id: str, append: EventRow, rows: dict[str, BodyRow]) -> StoredBody:
+    row = rows.get(append.message_id or "")
+    if row is None:
+        raise StoreCorrupted(
+            f"events row (session {session_id!r}, version {append.version}): it appends message "
+            f"{append.message_id!r}, and no body of that id is stored"
+        )
+    return _body(row)

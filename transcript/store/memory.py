@@ -1,0 +1,219 @@
+"""The in-process recorder: the recorder protocol over Python dicts, for tests and throwaway stores.
+
+`memory://NAME` opens it: stores of one name share their rows within the process (a reopen sees what
+was committed), and nothing outlives the process. Append-only is enforced here in code, as SQLite's
+guard triggers enforce it in the database: rows are only ever added, an insert naming a stored key is
+refused, and a head moves only forward from the one a write names. It has no full-text search and no
+SQL views (`capabilities` says so).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Final
+
+from transcript.model.codec import MESSAGE_DECODER
+from transcript.model.errors import ConflictError, StoreReadOnly, StoreUnavailable
+from transcript.model.events import EVENT_DECODER, SessionStarted, TitleSet
+from transcript.model.message import opening_title
+from transcript.store.port import SearchHit
+from transcript.store.recorder import (
+    BodyRow,
+    BodyTaken,
+    Capabilities,
+    EventRow,
+    Kinds,
+    RecorderWrite,
+    SessionRow,
+    StorageCheck,
+)
+
+_APPENDED: Final = "message_appended"
+
+
+class _Rows:
+    """One named store's rows, guarded by one lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.bodies: dict[str, BodyRow] = {}
+        self.events: dict[str, list[EventRow]] = {}
+        self.heads: dict[str, tuple[int, str]] = {}
+        self.commits = 0
+
+
+_STORES: Final[dict[str, _Rows]] = {}
+_STORES_LOCK: Final = threading.Lock()
+
+
+class MemoryRecorder:
+    """A recorder over one named store's rows in this process (see the module docstring)."""
+
+    capabilities: Final = Capabilities(
+        enforced_append_only=False, durable=False, search=False, sql_views=False
+    )
+
+    def __init__(self, rows: _Rows, location: str, *, readonly: bool) -> None:
+        self._rows = rows
+        self.location = location
+        self.readonly = readonly
+
+    @classmethod
+    def open(cls, location: str, *, readonly: bool = False) -> MemoryRecorder:
+        """The store named by `location` (`memory://NAME`), created unless read-only."""
+        with _STORES_LOCK:
+            rows = _STORES.get(location)
+            if rows is None:
+                if readonly:
+                    raise StoreUnavailable(
+                        f"opening {location}: no such store (a read-only open never creates one)"
+                    )
+                rows = _STORES[location] = _Rows()
+        return cls(rows, location, readonly=readonly)
+
+    @staticmethod
+    def discard(location: str) -> None:
+        """Forget a named store's rows (tests start afresh with it)."""
+        with _STORES_LOCK:
+            _STORES.pop(location, None)
+
+    def close(self) -> None:
+        """Nothing to release: the rows stay for the next open of this name."""
+
+    def __repr__(self) -> str:
+        return f"<MemoryRecorder {self.location!r} {'read-only' if self.readonly else 'read-write'}>"
+
+    # Reads.
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Holds the store's lock: no commit can come between the reads inside."""
+        with self._rows.lock:
+            yield
+
+    def head(self, session_id: str) -> tuple[int, str] | None:
+        return self._rows.heads.get(session_id)
+
+    def heads(self) -> dict[str, tuple[object, object]]:
+        with self._rows.lock:
+            return dict(self._rows.heads)
+
+    def events(
+        self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
+    ) -> Iterator[EventRow]:
+        with self._rows.lock:
+            log = self._rows.events.get(session_id, [])
+            start = bisect.bisect_right(log, after, key=lambda row: row.version)
+            stop = len(log) if until is None else bisect.bisect_right(log, until, key=lambda row: row.version)
+            rows = log[start:stop]
+        if kinds == "appends":
+            rows = [row for row in rows if row.kind == _APPENDED]
+        elif kinds == "others":
+            rows = [row for row in rows if row.kind != _APPENDED]
+        return iter(rows)
+
+    def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
+        stored = self._rows.bodies
+        with self._rows.lock:
+            found = [stored[message_id] for message_id in dict.fromkeys(message_ids) if message_id in stored]
+        return iter(found)
+
+    def sessions(self) -> list[SessionRow]:
+        with self._rows.lock:
+            heads = sorted(self._rows.heads.items())
+            logs = {session_id: list(self._rows.events.get(session_id, [])) for session_id, _ in heads}
+        return [
+            SessionRow(
+                session_id,
+                sum(row.kind == _APPENDED for row in logs[session_id]),
+                version,
+                head,
+                self._title(logs[session_id]),
+            )
+            for session_id, (version, head) in heads
+        ]
+
+    def _title(self, log: list[EventRow]) -> str:
+        """The title last given (at its start or by `title_set`), else its first user message's opening."""
+        for row in reversed(log):
+            if row.kind in ("session_started", "title_set"):
+                event = EVENT_DECODER.decode(row.payload)
+                if isinstance(event, (SessionStarted, TitleSet)) and event.title is not None:
+                    return event.title
+        appended = (self._rows.bodies.get(row.message_id or "") for row in log if row.kind == _APPENDED)
+        return opening_title(MESSAGE_DECODER.decode(body.body) for body in appended if body is not None)
+
+    def scan_bodies(self) -> Iterator[tuple[object, ...]]:
+        with self._rows.lock:
+            rows = list(self._rows.bodies.values())
+        return iter(rows)
+
+    def scan_events(self) -> Iterator[tuple[object, ...]]:
+        with self._rows.lock:
+            logs = sorted((session_id, list(log)) for session_id, log in self._rows.events.items())
+        return ((session_id, *row) for session_id, log in logs for row in log)
+
+    def storage_check(self) -> StorageCheck:
+        """Nothing of its own to check: the rows are the log's."""
+        return StorageCheck((), [], [], [])
+
+    def search(self, phrase: str, *, session_id: str | None, limit: int) -> list[SearchHit]:
+        raise StoreUnavailable(f"{self.location}: the in-process recorder keeps no full-text index")
+
+    def change_token(self) -> int:
+        return self._rows.commits
+
+    # The one write.
+
+    def insert(self, writes: Sequence[RecorderWrite]) -> int:
+        """Store every write, or nothing: all checks run before the first row is added."""
+        if self.readonly:
+            raise StoreReadOnly(f"{self.location} is open read-only; nothing was written")
+        rows = self._rows
+        with rows.lock:
+            adding: set[str] = set()
+            for write in writes:
+                if not write.events:
+                    continue
+                head = rows.heads.get(write.session_id, (0, ""))
+                if head[0] != write.expected[0] or (head[0] and head[1] != write.expected[1]):
+                    raise ConflictError(
+                        f"session {write.session_id!r} is at version {head[0]}, this write expected "
+                        f"{write.expected[0]}; nothing was written (catch up and retry)"
+                    )
+                self._check_append_only(write, adding)
+            for write in writes:
+                if not write.events:
+                    continue
+                # JSON kept as text, as a SQL backend's text columns keep it.
+                rows.bodies.update(
+                    (body.message_id, body._replace(tokens=_text(body.tokens), body=_text(body.body)))
+                    for body in write.bodies
+                )
+                rows.events.setdefault(write.session_id, []).extend(
+                    event._replace(payload=_text(event.payload)) for event in write.events
+                )
+                last = write.events[-1]
+                rows.heads[write.session_id] = (last.version, last.hash)
+            rows.commits += 1
+            return rows.commits
+
+    def _check_append_only(self, write: RecorderWrite, adding: set[str]) -> None:
+        """Refuse any row that names a stored key: a stored row is never replaced."""
+        for body in write.bodies:
+            if body.message_id in self._rows.bodies or body.message_id in adding:
+                raise BodyTaken(f"session {write.session_id!r}: body {body.message_id!r} is already stored")
+            adding.add(body.message_id)
+        log = self._rows.events.get(write.session_id, [])
+        expected = (log[-1].version if log else 0) + 1
+        for event in write.events:
+            if event.version != expected:
+                raise ConflictError(f"session {write.session_id!r} moved on while this write was made")
+            expected += 1
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

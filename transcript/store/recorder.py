@@ -1,0 +1,197 @@
+"""The recorder: the narrow, dumb storage protocol a backend implements under the event log.
+
+A recorder stores rows and nothing else: it knows no hashing, no capability, no de-duplication rule
+and no event type. It inserts bodies and events for sessions atomically at the versions they are
+expected to be at (the loser of a race gets `ConflictError` and nothing is stored), and reads rows
+back: a session's events in a version range, bodies by id, heads, and the whole store for `verify`.
+Every rule about what the rows mean lives once, in `transcript.store.log`, over any recorder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Literal, NamedTuple, Protocol
+
+import msgspec
+
+from transcript.model.errors import ConflictError
+from transcript.store.port import Capabilities as Capabilities, SearchHit
+
+# JSON as stored: the bytes a hash covers, or the same as text where a backend keeps text columns.
+Json = bytes | str
+
+
+class EventRow(NamedTuple):
+    """One stored event: its version, kind, history columns (appends only), time, payload and hash.
+
+    `payload` is the event's canonical JSON, exactly what its chained `hash` covers.
+    """
+
+    version: int
+    kind: str
+    seq: int | None
+    message_id: str | None
+    recorded_at: str
+    payload: Json
+    hash: str
+
+
+class BodyRow(NamedTuple):
+    """One stored body: its id, content hash, tokenizer, counts (JSON), record (JSON) and digest."""
+
+    message_id: str
+    hash: str
+    tokenizer: str
+    tokens: Json
+    body: Json
+    digest: str
+
+
+class RecorderWrite(NamedTuple):
+    """What one session's write stores: the head it must be at (version and hash; version 0 for a new
+    session), the bodies it adds and its events. The session's new head is its last event."""
+
+    session_id: str
+    expected: tuple[int, str]
+    bodies: Sequence[BodyRow]
+    events: Sequence[EventRow]
+
+
+class SessionRow(NamedTuple):
+    """A session as listed: id, messages in its history, head version and hash, title ("" if none)."""
+
+    session_id: str
+    messages: int
+    version: int
+    head_hash: str
+    title: str
+
+
+class BodyTaken(ConflictError):
+    """A body this write would insert was stored by another writer meanwhile (the log re-checks and
+    retries; nothing of the write was stored)."""
+
+
+class Problem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One mismatch found by `verify`: a stable code, what is wrong, and where."""
+
+    code: str
+    detail: str
+    session_id: str | None = None
+    version: int | None = None
+    seq: int | None = None
+    message_id: str | None = None
+
+    def __str__(self) -> str:
+        where = [
+            f"{name} {value!r}" if isinstance(value, str) else f"{name} {value}"
+            for name, value in (
+                ("session", self.session_id),
+                ("event", self.version),
+                ("seq", self.seq),
+                ("message", self.message_id),
+            )
+            if value is not None
+        ]
+        return f"{self.code}: {self.detail}" + (f" ({', '.join(where)})" if where else "")
+
+
+class StorageCheck(NamedTuple):
+    """What a backend checks of its own storage for `verify`, around the log's neutral checks.
+
+    `schema` names the migrations recorded; when `stop` holds problems (a schema this release does
+    not know), nothing else is checked. `before` (damaged pages, say) come first in the report,
+    `after` (guards, views) last.
+    """
+
+    schema: tuple[str, ...]
+    stop: list[Problem]
+    before: list[Problem]
+    after: list[Problem]
+
+
+Kinds = Literal["all", "appends", "others"]
+
+
+class Recorder(Protocol):
+    """A backend's storage of bodies, per-session event rows and heads (see the module docstring).
+
+    Reads outside `reading()` each see some committed state; inside it, all see the same one.
+    `scan_bodies` and `scan_events` may return values of any type when the store was damaged or
+    edited outside this library (a recorder opened for `verify` never refuses to read them).
+    """
+
+    @property
+    def location(self) -> str:
+        """Where the store lives (a file path, `:memory:`, a URL)."""
+        ...
+
+    @property
+    def readonly(self) -> bool:
+        """Whether it was opened read-only (every insert is then `StoreReadOnly`)."""
+        ...
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the backend offers beyond the protocol."""
+        ...
+
+    def insert(self, writes: Sequence[RecorderWrite]) -> Hashable:
+        """Store every write in one transaction, or nothing: each session must be at its expected
+        head (else `ConflictError`); a body id already stored raises `BodyTaken`. Returns the change
+        token as of this commit (see `change_token`)."""
+        ...
+
+    def reading(self) -> AbstractContextManager[None]:
+        """A block whose reads all see one consistent committed state."""
+        ...
+
+    def head(self, session_id: str) -> tuple[int, str] | None:
+        """The session's head (version and hash of its last event), or None when it has none."""
+        ...
+
+    def heads(self) -> dict[str, tuple[object, object]]:
+        """Every head row as stored, by session (for `verify`)."""
+        ...
+
+    def events(
+        self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
+    ) -> Iterator[EventRow]:
+        """The session's events with `after < version <= until`, in version order; `kinds` selects
+        appends only, all but appends, or all."""
+        ...
+
+    def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
+        """The stored bodies with these ids (those that are stored), in no particular order."""
+        ...
+
+    def sessions(self) -> list[SessionRow]:
+        """Every session with a head, by id."""
+        ...
+
+    def scan_bodies(self) -> Iterable[tuple[object, ...]]:
+        """Every body row as stored, in insertion order: message_id, hash, tokenizer, tokens, body,
+        digest (for `verify`)."""
+        ...
+
+    def scan_events(self) -> Iterable[tuple[object, ...]]:
+        """Every event row as stored, by session and version: session_id, version, kind, seq,
+        message_id, recorded_at, payload, hash (for `verify`)."""
+        ...
+
+    def storage_check(self) -> StorageCheck:
+        """The backend's own checks of its storage (see `StorageCheck`)."""
+        ...
+
+    def search(self, phrase: str, *, session_id: str | None, limit: int) -> list[SearchHit]:
+        """Full-text search (only where `capabilities.search`)."""
+        ...
+
+    def change_token(self) -> Hashable:
+        """A value that changes whenever anything may have been committed since it was last read."""
+        ...
+
+    def close(self) -> None:
+        """Release the backend's resources."""
+        ...
