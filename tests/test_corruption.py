@@ -18,6 +18,8 @@ import pytest
 from tests.conftest import CORPUS
 from transcript import Store, TranscriptError, verify
 
+pytestmark = pytest.mark.sqlite_only("damages the SQLite file's bytes and pages")
+
 FLIPS = 150
 
 

@@ -32,7 +32,7 @@ import pytest
 from transcript import Message, Store, ToolCall, Transcript, verify
 from transcript.store.bodies import prepare
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.sqlite_only("kills a writer at every SQLite statement")]
 
 SESSION = "s1"
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import PROJECT_ROOT, PYTHON
 from transcript import Message, ToolCall, Transcript, verify
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.sqlite_only("kills a writer at every SQLite statement")]
 SESSION = "s"
 
 CHILD = r"""

@@ -36,6 +36,8 @@ from transcript.model.hashing import body_hash
 from transcript.store.log import EventLog
 from transcript.store.sqlite import SqliteRecorder
 
+pytestmark = pytest.mark.sqlite_only("injects SQLite faults: locks, read-only files, full disks")
+
 TOKENIZER = "chars/4"
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

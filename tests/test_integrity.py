@@ -39,6 +39,8 @@ from transcript.model import DirectiveEntry, MessageMarked, ProjectionDirective
 from transcript.model.errors import InvalidArgument
 from transcript.store import schema
 
+pytestmark = pytest.mark.sqlite_only("tampers with the SQLite file through SQL, guard triggers dropped")
+
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 

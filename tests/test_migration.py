@@ -21,6 +21,8 @@ from tests.conftest import PROJECT_ROOT
 from transcript import SchemaError, Store, verify
 from transcript.store import schema
 
+pytestmark = pytest.mark.sqlite_only("migrates SQLite files written by earlier releases")
+
 STORES = PROJECT_ROOT / "fixtures" / "stores"
 OLD = STORES / "release-0.1.0.db"
 RENDERED = json.loads((STORES / "release-0.1.0.views.json").read_text())

@@ -23,6 +23,8 @@ from transcript.cli import cli
 from transcript.formats import parse
 from transcript.session.simulate import simulate
 
+pytestmark = pytest.mark.sqlite_only("reads the SQLite file's SQL views")
+
 RUN = CORPUS / "sweagent_marshmallow-1867_fc.traj"
 SIM = "sim/run"
 PRICED = "sim/priced"  # the same run under the priced policy: rounds with economics
