@@ -40,9 +40,10 @@ from planner.full import (
     reinjected_content,
     summary_message,
 )
+from planner.intent import clip_within
 from planner.micro import MicroPlan, plan_emergency, plan_micro, stale_boundary
 from planner.payback import choose_micro, invalidated_tokens, micro_economics
-from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, clip, complete, prompt_text
+from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, complete, prompt_text
 from planner.trigger import determine_compact_action
 from transcript.model.checkpoint import Checkpoint, to_markdown
 from transcript.model.events import CompactionRecorded, Event, MessageMarked, ProviderCaps
@@ -142,11 +143,17 @@ def quiet_result(
 ) -> CompactResult | None:
     """The result of a round below the micro threshold (nothing planned, nothing written); None when
     the round must run."""
-    quick = determine_compact_action(view_tokens, options.budget_tokens, options.config, force=options.force)
-    if quick.kind != "none":
-        return None
+    if not (options.config.auto_compact_enabled or options.manual or options.force):
+        reason = "automatic compaction is disabled"
+    else:
+        quick = determine_compact_action(
+            view_tokens, options.budget_tokens, options.config, force=options.force
+        )
+        if quick.kind != "none":
+            return None
+        reason = quick.reason
     base = _base(view_tokens, view_items, options.budget_tokens, options.manual, options.force)
-    return Breaker.after(latest).stamp(msgspec.structs.replace(base, reason=quick.reason))
+    return Breaker.after(latest).stamp(msgspec.structs.replace(base, reason=reason))
 
 
 def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> Steps[RoundOutcome]:
@@ -157,7 +164,8 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     base = msgspec.structs.replace(
         _base(given.view_tokens, given.view_items, budget_tokens, manual, force), round_id=deps.new_id()
     )
-    plan = plan_micro(snapshot, config, since=given.cursor)
+    micro_on = config.micro_compact_enabled
+    plan = plan_micro(snapshot, config, since=given.cursor) if micro_on else _no_plan(snapshot, given.cursor)
     defend = force or given.view_tokens >= config.auto_compact_threshold * budget_tokens
     system = given.system_tokens
     hopeless = (
@@ -168,7 +176,9 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     # A round the user asked for is not gated: they decided it is worth its cache break.
     gated = config.payback_gate and not manual and not force
     cheap = (
-        _cheapest_defence(given, config, budget_tokens, plan) if gated and defend and not hopeless else None
+        _cheapest_defence(given, config, budget_tokens, plan)
+        if gated and defend and not hopeless and micro_on
+        else None
     )
     economics = None
     if cheap is not None:
@@ -211,8 +221,9 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
             kept = floor_tokens(snapshot, stale_boundary(snapshot, config), system_tokens=system)
             if kept > budget_tokens:
                 path = "emergency"
-                extra = plan_emergency(snapshot, config, need=kept - config.target_tokens(budget_tokens))
-                plan = plan.extended(extra)
+                if micro_on:
+                    extra = plan_emergency(snapshot, config, need=kept - config.target_tokens(budget_tokens))
+                    plan = plan.extended(extra)
     result = msgspec.structs.replace(
         base, estimated_saved_tokens=plan.estimated_saved_tokens, reason=action.reason, path=path
     )
@@ -269,6 +280,18 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     final = breaker.finished(manual=manual, failed=failed, config=config).stamp(result)
     step = _commit_micro(store, snapshot, marks, final)
     return RoundOutcome(_recorded(final, step), (step,), cursor)
+
+
+def _no_plan(snapshot: TranscriptSnapshot, cursor: int) -> MicroPlan:
+    """The empty plan of a round with micro compaction switched off (the micro cursor stays put)."""
+    return MicroPlan(
+        session_id=snapshot.session_id,
+        version=snapshot.version,
+        entries=(),
+        estimated_saved_tokens=0,
+        scanned_to=cursor,
+        examined=0,
+    )
 
 
 def _cheapest_defence(
@@ -521,7 +544,7 @@ class _Errors(NamedTuple):
 
     def seen(self, attempt: Attempts | None, parse_error: str) -> _Errors:
         """These errors updated with one more call (None: the model was not asked)."""
-        raised = clip(attempt.error, ERROR_CHARS) if attempt is not None and attempt.error else ""
+        raised = clip_within(attempt.error, ERROR_CHARS) if attempt is not None and attempt.error else ""
         return _Errors(
             summarizer=raised or self.summarizer,
             parse=parse_error or self.parse,

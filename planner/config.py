@@ -57,6 +57,11 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     (tool output carried by user messages). `checkpoint_list_cap` bounds every list of a checkpoint as
     rounds merge into it (the oldest items go first). `CompactConfig.previous()` is the previous
     release's policy.
+
+    Switches: `auto_compact_enabled=False` leaves automatic rounds undone (a round the caller asks
+    for, `manual=True` or `force=True`, still runs); `micro_compact_enabled=False` writes no truncation
+    at all (no micro step, no shortening on the emergency path: only full compaction reclaims);
+    `full_compact_enabled=False` writes no summary.
     """
 
     micro_compact_threshold: float = 0.75
@@ -73,6 +78,8 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     summary_max_tokens: int = 4_000
     reinject_max_tokens: int = 4_000
     full_compact_enabled: bool = True
+    auto_compact_enabled: bool = True
+    micro_compact_enabled: bool = True
     smart_compact_enabled: bool = False
     pricing: PricingName = "anthropic"
     cache_read_multiplier: float | None = None

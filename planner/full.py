@@ -17,7 +17,7 @@ import msgspec
 
 from planner.config import CompactConfig
 from planner.cut import CutPlan, plan_cut
-from planner.intent import REDIRECT_MARK, task_goal
+from planner.intent import REDIRECT_MARK, clip_within, task_goal
 from planner.summary import SYSTEM_PROMPT, LocalSummarizer, SummaryRequest, clip, complete, serialize
 from transcript.model.checkpoint import (
     Checkpoint,
@@ -44,7 +44,7 @@ REINJECT_HEADING: Final = "## Re-injected context"
 GOAL_FLOOR_CHARS: Final = 250
 _GOAL_LEAST_CHARS: Final = 40
 _CLIP_NOTE_CHARS: Final = 30
-# How long a summarizer error or a parse error is kept on a round's result.
+# How long a summarizer error or a parse error is kept on a round's result, the clipping note included.
 ERROR_CHARS: Final = 500
 # The list sections `fit` drops items from, oldest first, when a checkpoint is too large.
 _FIT_SECTIONS: Final = (
@@ -173,7 +173,7 @@ def checkpoint_from(
 
 def bounded_error(error: BaseException) -> str:
     """An error as a result keeps it: its type and message, at most `ERROR_CHARS` characters."""
-    return clip(f"{type(error).__name__}: {error}", ERROR_CHARS)
+    return clip_within(f"{type(error).__name__}: {error}", ERROR_CHARS)
 
 
 def fit(checkpoint: Checkpoint, max_chars: int, *, give_way: bool = False) -> Checkpoint:

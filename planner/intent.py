@@ -209,6 +209,17 @@ def clip(text: str, limit: int) -> str:
     return f"{text[:limit]} … [clipped {len(text) - limit} chars]"
 
 
+def clip_within(text: str, limit: int) -> str:
+    """The text, or its head with the note of how much was clipped, the note included in `limit`
+    characters (what a bounded field keeps: an error on a round's result)."""
+    if len(text) <= limit:
+        return text
+    kept = limit
+    while kept > 0 and len(note := clip(text, kept)) > limit:
+        kept -= len(note) - limit
+    return clip(text, kept) if kept > 0 else text[:limit]
+
+
 def edited_files(messages: Sequence[Message]) -> list[str]:
     """The paths the history's tool calls (or text actions) edited or created, first edit first."""
     found: dict[str, None] = {}

@@ -38,9 +38,13 @@ _REFUSED: Final = re.compile(
     r"requires (user )?approval|awaiting approval",
     re.IGNORECASE,
 )
-_LAST_SENTENCE: Final = re.compile(r"[^.!?\n]*[.!?]*\s*$")
-# Markup a reply may end with after its question (emphasis, a closing quote or bracket).
-_TRAILING: Final = " \t\n*_`\"')]"
+_LAST_SENTENCE: Final = re.compile(r"[^.!?。！？\n]*[.!?。！？]*\s*$")
+# Markup a reply may end with after its question (emphasis, a closing quote or bracket, in ASCII or
+# full width).
+_TRAILING: Final = " \t\n*_`\"')]\u3000」』）】》”’"
+_QUESTION_MARKS: Final = ("?", "？")
+# The line that opens a fenced code block (a reply may end with one: "Shall I run this?" and the command).
+_FENCE: Final = re.compile(r"[ \t]*(`{3,}|~{3,})")
 
 Code = Literal[
     "no_compaction",
@@ -199,15 +203,35 @@ def _is_follow_up(message: Message) -> bool:
 
 
 def _last_sentence(text: str) -> str:
-    stripped = text.rstrip(_TRAILING)
+    stripped = _closing(text)
     match = _LAST_SENTENCE.search(stripped)
     sentence = match.group(0).strip() if match else stripped
     return sentence or stripped
 
 
 def _asks(text: str) -> bool:
-    """Whether a reply ends by asking the user something: its last sentence is a question."""
-    return text.rstrip(_TRAILING).endswith("?")
+    """Whether a reply ends by asking the user something: its last sentence (before any code blocks
+    that end the reply) is a question, with an ASCII or a full-width question mark."""
+    return _closing(text).endswith(_QUESTION_MARKS)
+
+
+def _closing(text: str) -> str:
+    """The reply's prose up to its end: the code blocks that end it and closing markup taken off."""
+    lines = text.split("\n")
+    blocks: list[tuple[int, int]] = []  # (first line, last line) of each closed fenced block
+    opened: tuple[int, str] | None = None
+    for number, line in enumerate(lines):
+        if opened is None:
+            fence = _FENCE.match(line)
+            if fence is not None:
+                opened = (number, fence.group(1))
+        elif line.strip().startswith(opened[1]) and not line.strip().strip(opened[1][0]):
+            blocks.append((opened[0], number))
+            opened = None
+    end = len(lines)
+    while opened is None and blocks and not "".join(lines[blocks[-1][1] + 1 : end]).strip():
+        end = blocks.pop()[0]
+    return "\n".join(lines[:end]).rstrip(_TRAILING)
 
 
 def _clip(text: str, limit: int = 160) -> str:

@@ -377,12 +377,22 @@ class Transcript:
         self._sync()
         return list(self._live.results)
 
-    def drain_compact_results(self) -> list[CompactResult]:
-        """The rounds recorded since the last drain (or since this transcript was opened)."""
+    def last_auto_compact_result(self) -> CompactResult | None:
+        """The result of the last automatic round that did something (not one the user asked for with
+        `manual=True`, nor an imported compaction the recorded agent's user triggered)."""
+        self._sync()
+        return next((r for r in reversed(self._live.results) if not r.manual), None)
+
+    def drain_compact_results(self, *, automatic_only: bool = False) -> list[CompactResult]:
+        """The rounds recorded since the last drain (or since this transcript was opened), for a host's
+        event stream; `automatic_only` leaves out the rounds the user asked for. Either way they are
+        taken: the next drain starts after them."""
+        if not isinstance(automatic_only, bool):
+            raise InvalidArgument(f"automatic_only must be True or False, not {automatic_only!r}")
         self._sync()
         fresh = self._live.results[self._drained :]
         self._drained = len(self._live.results)
-        return fresh
+        return [r for r in fresh if not r.manual] if automatic_only else fresh
 
     def latest_checkpoint(self) -> Checkpoint | None:
         """The whole checkpoint of the latest full compaction, or None (what the view shows of it may

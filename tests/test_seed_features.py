@@ -1,0 +1,162 @@
+"""The design sources' mechanisms, one test per feature, named after the sources' own words.
+
+`../shared/seeds/000_*` (the checkpoint source: `CodingSession`, its compact API, the outer loop, the
+options) and `../shared/seeds/004_*` (the multi-round stability source: marks, directives, the single
+mutator). Each test pins a behaviour the sources describe that the session did not have before.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from planner import CompactConfig, LoopPolicy
+from planner.full import ERROR_CHARS
+from planner.intent import clip_within
+from planner.summary import SummaryRequest
+from transcript import Message, Store, ToolCall, Transcript
+
+GOAL = "make the date parser accept ISO weeks"
+
+
+def _grow(t: Transcript, steps: int, *, start: int = 0, size: int = 1500, tool: str = "Read") -> None:
+    for n in range(start, start + steps):
+        call = ToolCall(id=f"c{n}", name=tool, input={"file_path": f"src/m{n}.py"})
+        t.append_turn(
+            [
+                Message.assistant(f"step {n}: reading src/m{n}.py", tool_calls=[call]),
+                Message.tool_result(f"c{n}", f"def f{n}():\n    return {n}\n" * (size // 30), name=tool),
+            ]
+        )
+
+
+def _session(**settings: object) -> Transcript:
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", **settings)  # type: ignore[arg-type]
+    t.append(Message.system("You are a coding agent."))
+    t.append(Message.user(GOAL))
+    _grow(t, 20)
+    return t
+
+
+def _over(t: Transcript, use: float) -> int:
+    """A budget the current view uses `use` of."""
+    return int(t.visible_messages().tokens / use)
+
+
+# 3.1 "drainPendingAutoCompactResults()：取走本轮自动 compact 结果，用于宿主事件流"
+
+
+def test_drain_pending_auto_compact_results() -> None:
+    t = _session()
+    automatic = t.compact(budget_tokens=_over(t, 0.8))
+    _grow(t, 5, start=100)
+    manual = t.compact(budget_tokens=_over(t, 0.5), manual=True, force=True)
+    assert automatic.outcome == "micro_applied" and not automatic.manual and manual.manual
+    assert t.drain_compact_results(automatic_only=True) == [automatic]
+    assert t.drain_compact_results() == []  # drained: the manual round was taken too
+    _grow(t, 5, start=200)
+    again = t.compact(budget_tokens=_over(t, 0.5), manual=True, force=True)
+    assert t.drain_compact_results() == [again]
+
+
+# 3.1 "getLastAutoCompactResult() / getLatestCompactResult()：读取最近 compact 诊断"
+
+
+def test_get_last_auto_compact_result() -> None:
+    t = _session()
+    assert t.last_auto_compact_result() is None
+    automatic = t.compact(budget_tokens=_over(t, 0.8))
+    _grow(t, 5, start=100)
+    manual = t.compact(budget_tokens=_over(t, 0.5), manual=True, force=True)
+    assert t.latest_compact_result() == manual
+    assert t.last_auto_compact_result() == automatic
+    reopened = Transcript.attach(t.events, "s")  # it is read from the log: it survives a restart
+    assert reopened.last_auto_compact_result() == automatic
+
+
+# 7.4 "auto-compact circuit breaker ... 将错误保留到宿主状态里" (the README: at most 500 characters)
+
+
+def test_auto_compact_circuit_breaker_keeps_the_error_in_host_state() -> None:
+    def broken(request: SummaryRequest) -> str:
+        raise RuntimeError("HTTP 529 overloaded " + "x" * 2_000)
+
+    t = _session(summarizer=broken)
+    result = t.compact(budget_tokens=_over(t, 2.0))
+    assert result.failed and result.summarizer_error.startswith("RuntimeError: HTTP 529 overloaded")
+    assert len(result.summarizer_error) <= ERROR_CHARS and result.summarizer_error.endswith("chars]")
+    assert t.status().last_error == result.last_error == result.summarizer_error
+
+
+@given(st.text(max_size=1_200), st.integers(min_value=1, max_value=600))
+def test_a_kept_error_never_passes_its_limit(text: str, limit: int) -> None:
+    kept = clip_within(text, limit)
+    assert len(kept) <= limit
+    if len(text) <= limit:
+        assert kept == text
+    else:
+        assert text.startswith(kept.split(" … [clipped ")[0])
+
+
+# 9 "stopOnExplicitQuestion：模型显式向用户提问时是否停住" — in both languages of the sources.
+
+
+def _replied(text: str) -> Transcript:
+    t = Store.open(":memory:", tokenizer="chars/4").session("q")
+    t.append(Message.user(GOAL))
+    t.append(Message.assistant(text))
+    return t
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "我已经找到了失败的断言。要继续吗？",
+        "补丁已经准备好。要我现在应用吗？」",
+        "The patch is ready. Shall I apply it?\n\n```diff\n- return None\n+ return week\n```\n",
+        "我应该运行哪个命令？\n```bash\nmake test\n```",
+    ],
+)
+def test_stop_on_explicit_question(reply: str) -> None:
+    step = LoopPolicy(auto_continue=True).after_reply(_replied(reply).messages())
+    assert step.code == "question" and not step.proceed
+    assert step.reason.rstrip().endswith(("?", "？"))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["修好了。", "Fixed it.\n```\nwhat now?\n```", "Done: the test passes. Next I could ask?\nNo, all done."],
+)
+def test_stop_on_explicit_question_only_for_a_question(reply: str) -> None:
+    step = LoopPolicy(auto_continue=True).after_reply(_replied(reply).messages())
+    assert step.code == "follow_up"
+
+
+# 9 "autoCompactEnabled：是否启用自动 compact"
+
+
+def test_auto_compact_enabled() -> None:
+    t = _session()
+    off = CompactConfig(auto_compact_enabled=False)
+    version = t.version
+    result = t.compact(budget_tokens=_over(t, 2.0), config=off)
+    assert result.outcome == "skipped" and result.reason == "automatic compaction is disabled"
+    assert t.version == version and t.latest_compact_result() is None
+    manual = t.compact(budget_tokens=_over(t, 2.0), config=off, manual=True)  # the user still may
+    assert manual.outcome == "full_applied"
+
+
+# 9 "toolResultMicroCompactEnabled：是否启用 microcompact"
+
+
+def test_tool_result_micro_compact_enabled() -> None:
+    t = _session()
+    off = CompactConfig(micro_compact_enabled=False)
+    below_full = t.compact(budget_tokens=_over(t, 0.8), config=off)
+    assert below_full.outcome == "skipped" and below_full.compacted_count == 0
+    assert not any(e.flags.truncated for e in t.messages().entries)
+    over = t.compact(budget_tokens=_over(t, 2.0), config=off)
+    assert over.outcome == "full_applied" and over.compacted_count == 0
+    assert not any(e.flags.truncated for e in t.messages().entries)
+    fresh = _session()
+    assert fresh.compact(budget_tokens=_over(fresh, 0.8)).outcome == "micro_applied"
