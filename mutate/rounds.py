@@ -94,7 +94,8 @@ class RoundOptions(NamedTuple):
 
     `manual` marks a round the user asked for (not counted by the breaker); `force` goes straight to
     full compaction; `shadow` reports without writing; `summarizer` is the model summarizer (None: the
-    local one, by choice); `reinject` the host's re-injection callback.
+    local one, by choice); `reinject` the host's re-injection callback; `summary` a summary the caller
+    wrote, which the full step takes instead of asking any summarizer.
     """
 
     budget_tokens: int
@@ -105,6 +106,7 @@ class RoundOptions(NamedTuple):
     shadow: bool = False
     summarizer: Summarizer | None = None
     reinject: Reinject | None = None
+    summary: str | None = None
 
 
 class RoundOutcome(NamedTuple):
@@ -224,8 +226,9 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
                 if micro_on:
                     extra = plan_emergency(snapshot, config, need=kept - config.target_tokens(budget_tokens))
                     plan = plan.extended(extra)
+    reason = action.reason if options.summary is None else "a summary the caller wrote"
     result = msgspec.structs.replace(
-        base, estimated_saved_tokens=plan.estimated_saved_tokens, reason=action.reason, path=path
+        base, estimated_saved_tokens=plan.estimated_saved_tokens, reason=reason, path=path
     )
     if economics is not None:
         result = _with_economics(result, economics)
@@ -251,7 +254,7 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     else:
         tokens_after = given.view_tokens + view_delta(snapshot, plan, marks, given.caps)
     result = _micro_result(result, marks, tokens_after)
-    breaker_allows = options.summarizer is not None and breaker.allows_model
+    breaker_allows = options.summarizer is not None and options.summary is None and breaker.allows_model
     run = _Round(store, given, options, breaker, breaker_allows)
     needs_full = action.kind in ("full", "micro_then_full") and (
         force or result.tokens_after / budget_tokens >= config.micro_compact_threshold
@@ -575,7 +578,10 @@ def _read(
     the local summarizer's reply, when already built), and `calls` with that call counted: every
     request sent to the model (prompt-too-long retries too; the one request a model would have been
     sent when none was asked), the answer as the model sent it or would have."""
-    reading = checkpoint_from(prepared, attempt.text if attempt else None, now, local=local)
+    given = run.options.summary
+    reading = checkpoint_from(prepared, attempt.text if attempt else None, now, local=local, given=given)
+    if given is not None:  # the caller wrote it: no summarizer was, or would have been, asked
+        return reading.checkpoint, calls
     return reading.checkpoint, _Calls(
         asked=calls.asked
         + sum(_request_tokens(run, r) for r in (attempt.sent if attempt else [prepared.request])),

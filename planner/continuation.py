@@ -1,6 +1,6 @@
 """The continuation prompt: what a host sends the model after a compaction round.
 
-The continuation prompt re-anchors the model on the checkpoint (goal, constraints, blocked items,
+The continuation prompt re-anchors the model on the checkpoint (goal, summary, constraints, blocked items,
 next steps, critical context, work in progress, running processes, files edited) so it carries on instead of
 starting over or asking again; after a split-turn cut it warns that the checkpoint covers only the
 first part of the turn. After a round that summarized nothing it says nothing.
@@ -26,6 +26,8 @@ def continuation_prompt(result: CompactResult) -> str:
     lines = [f"Context was compacted ({how}). Continue the same task; do not restart it."]
     if checkpoint.goal:
         lines.append(f"Goal: {checkpoint.goal}")
+    if checkpoint.summary:
+        lines.append(f"Summary: {checkpoint.summary}")
     for title, items in (
         ("Constraints", checkpoint.constraints),
         ("Blocked", checkpoint.blocked),

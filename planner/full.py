@@ -139,16 +139,37 @@ class Reading(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def checkpoint_from(
-    prepared: PreparedFull, text: str | None, now: datetime, *, local: Checkpoint | None = None
+    prepared: PreparedFull,
+    text: str | None,
+    now: datetime,
+    *,
+    local: Checkpoint | None = None,
+    given: str | None = None,
 ) -> Reading:
     """The step's checkpoint from the model's text, or from the local summarizer's reply when the text
     is missing or unreadable (`local`, when the caller already has it:
     `LocalSummarizer().reply(prepared.request)`). Either reply is completed the same way
     (`planner.summary.complete`: merged into the previous checkpoint, the task kept as the goal, the
-    files edited added)."""
+    files edited added).
+
+    `given` is a summary the caller wrote instead (`compact(summary=...)`): read in either form, and
+    any other text kept whole as the checkpoint's `summary`; it is never clipped here (the view shows
+    what fits, the record keeps all of it)."""
     request = prepared.request
     reply: Checkpoint | None = None
     parse_error = ""
+    if given is not None:
+        try:
+            reply = parse_checkpoint(given)
+        except CheckpointParseError:
+            reply = Checkpoint(summary=given.strip())
+        checkpoint = msgspec.structs.replace(
+            complete(reply, request),
+            generated_at=now,
+            source_item_count=len(prepared.cut.summarize),
+            split_turn=prepared.cut.split_turn,
+        )
+        return Reading(checkpoint=checkpoint, fallback=False)
     if text is not None:
         try:
             reply = parse_checkpoint(text)
@@ -178,15 +199,20 @@ def bounded_error(error: BaseException) -> str:
 
 def fit(checkpoint: Checkpoint, max_chars: int, *, give_way: bool = False) -> Checkpoint:
     """The checkpoint made to fit `max_chars` of markdown: the oldest items of its longest list dropped
-    first, then its goal clipped (its opening kept), then the oldest files edited dropped (they
-    re-orient the model best, so they go last); with `give_way`, when even that is too large, the goal
-    gives way further (a view over budget cannot be sent at all), down to the empty checkpoint."""
+    first, then a caller's summary text clipped (or dropped, when too little of it would be left), then
+    its goal clipped (its opening kept), then the oldest files edited dropped (they re-orient the model
+    best, so they go last); with `give_way`, when even that is too large, the goal gives way further (a
+    view over budget cannot be sent at all), down to the empty checkpoint."""
     floor = max(GOAL_FLOOR_CHARS, max_chars // 4)
     goal_clipped = False
     while (size := len(to_markdown(checkpoint, brief=True))) > max_chars:
         longest = max(_FIT_SECTIONS, key=lambda name: len(getattr(checkpoint, name)))
         if getattr(checkpoint, longest):
             checkpoint = msgspec.structs.replace(checkpoint, **{longest: getattr(checkpoint, longest)[1:]})
+        elif checkpoint.summary:
+            limit = len(checkpoint.summary) - (size - max_chars) - _CLIP_NOTE_CHARS
+            summary = clip(checkpoint.summary, limit) if limit >= _GOAL_LEAST_CHARS else ""
+            checkpoint = msgspec.structs.replace(checkpoint, summary=summary)
         elif not goal_clipped:
             checkpoint = msgspec.structs.replace(checkpoint, goal=clip_goal(checkpoint.goal, floor))
             goal_clipped = True

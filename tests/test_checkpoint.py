@@ -64,6 +64,7 @@ TIMES = st.datetimes(
 CHECKPOINTS = st.builds(
     Checkpoint,
     goal=TEXT,
+    summary=TEXT,
     **{name: ITEMS for name in LIST_FIELDS},
     generated_at=st.none() | TIMES,
     source_item_count=st.integers(min_value=0, max_value=10**12),
@@ -80,7 +81,7 @@ def test_markdown_round_trips(cp: Checkpoint) -> None:
 def test_the_brief_markdown_round_trips_without_the_metadata(cp: Checkpoint) -> None:
     text = to_markdown(cp, brief=True)
     assert parse_checkpoint(text) == Checkpoint(
-        **{name: getattr(cp, name) for name in ["goal", *LIST_FIELDS]}
+        **{name: getattr(cp, name) for name in ["goal", "summary", *LIST_FIELDS]}
     )
     assert "## Metadata" not in text.split("\n") and len(text) <= len(to_markdown(cp))
 

@@ -7,7 +7,11 @@ mutator). Each test pins a behaviour the sources describe that the session did n
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import msgspec
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, strategies as st
 
 from planner import CompactConfig, LoopPolicy
@@ -15,6 +19,8 @@ from planner.full import ERROR_CHARS
 from planner.intent import clip_within
 from planner.summary import SummaryRequest
 from transcript import Message, Store, ToolCall, Transcript
+from transcript.cli import cli
+from transcript.model.errors import InvalidArgument
 
 GOAL = "make the date parser accept ISO weeks"
 
@@ -160,3 +166,85 @@ def test_tool_result_micro_compact_enabled() -> None:
     assert not any(e.flags.truncated for e in t.messages().entries)
     fresh = _session()
     assert fresh.compact(budget_tokens=_over(fresh, 0.8)).outcome == "micro_applied"
+
+
+# 3.1 "compact(String summary)：手工触发 compact"; 4 "结构化 JSON ... 已渲染的 markdown checkpoint"
+
+PROSE = "We read every module. The parser lives in src/m3.py; it rejects ISO weeks such as 2024-W05."
+
+
+@pytest.mark.parametrize(
+    ("summary", "expected"),
+    [
+        ('{"done": ["found the parser"], "next_steps": ["fix parse_week"]}', {"done": ("found the parser",)}),
+        ("## Goal\n\n_none_\n\n## Next steps\n\n- fix parse_week\n", {"next_steps": ("fix parse_week",)}),
+        (PROSE, {"summary": PROSE}),
+    ],
+)
+def test_compact_string_summary(summary: str, expected: dict[str, object]) -> None:
+    def never(request: SummaryRequest) -> str:
+        raise AssertionError("a caller's summary asks no summarizer")
+
+    t = _session(summarizer=never)
+    result = t.compact(budget_tokens=_over(t, 0.5), summary=summary)
+    assert result.outcome == "full_applied" and result.manual and result.forced
+    assert not result.fallback_used and not result.failed and result.summary_input_tokens == 0
+    checkpoint = t.latest_checkpoint()
+    assert checkpoint is not None and checkpoint.goal == GOAL  # the goal is still the user's task
+    for name, value in expected.items():
+        assert getattr(checkpoint, name) == value
+    view = t.visible_messages()
+    assert any(m.kind == "summary" and PROSE[:40] in m.text for m in view.messages) == (summary == PROSE)
+
+
+def test_compact_string_summary_is_kept_through_a_delta() -> None:
+    t = _session()
+    t.compact(budget_tokens=_over(t, 0.5), summary=PROSE)
+    _grow(t, 20, start=100)
+    again = t.compact(budget_tokens=_over(t, 2.0))
+    assert again.strategy == "checkpoint-delta"
+    checkpoint = t.latest_checkpoint()
+    assert checkpoint is not None and checkpoint.summary == PROSE
+    assert PROSE in t.status().summary
+
+
+@pytest.mark.parametrize("summary", ["", "  \n", 42, "bad \ud800 text"])
+def test_compact_string_summary_refuses_what_is_no_summary(summary: object) -> None:
+    t = _session()
+    version = t.version
+    with pytest.raises(InvalidArgument):
+        t.compact(budget_tokens=_over(t, 0.5), summary=summary)  # type: ignore[arg-type]
+    assert t.version == version
+
+
+# 3.2 "/compact 是主动压缩" — `transcript compact --summary FILE`
+
+
+def test_cli_compact_with_a_summary_file(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with Transcript.open(db, session_id="s", tokenizer="chars/4") as t:
+        t.append(Message.user(GOAL))
+        _grow(t, 20)
+        budget = _over(t, 0.5)
+    summary = tmp_path / "summary.md"
+    summary.write_text(PROSE + "\n", encoding="utf-8")
+    run = CliRunner().invoke(
+        cli, ["compact", "--db", str(db), "--budget", str(budget), "--summary", str(summary)]
+    )
+    assert run.exit_code == 0, run.output
+    assert run.output.startswith("checkpoint: ")
+    shown = CliRunner().invoke(cli, ["checkpoint", "--db", str(db), "--format", "json"])
+    assert msgspec.json.decode(shown.output)["summary"] == PROSE
+    piped = CliRunner().invoke(
+        cli, ["compact", "--db", str(db), "--budget", str(budget), "--summary", "-"], input="\xff"
+    )
+    assert piped.exit_code == 0  # "ÿ" is text: it is taken as prose
+    summary.write_bytes(b"\xff\xfe not text")
+    bad = CliRunner().invoke(
+        cli, ["compact", "--db", str(db), "--budget", str(budget), "--summary", str(summary)]
+    )
+    assert bad.exit_code == 1 and "not UTF-8" in bad.output
+    both = CliRunner().invoke(
+        cli, ["compact", "--db", str(db), "--budget", "9", "--summary", str(summary), "--shadow"]
+    )
+    assert both.exit_code == 2

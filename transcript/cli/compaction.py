@@ -21,21 +21,51 @@ from transcript.session.replay import describe
 @click.option("--budget", type=click.IntRange(min=1), required=True, help="Tokens the view may use.")
 @click.option("--shadow", is_flag=True, help="Report what the round would do; write nothing.")
 @click.option("--full", is_flag=True, help="Force a full compaction (a checkpoint summary).")
+@click.option(
+    "--summary",
+    "summary_file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="A full compaction with this file's text as the summary (checkpoint JSON, the '## Goal' "
+    "markdown, or plain prose); '-' reads standard input.",
+)
 @format_option
 def compact(
-    db_path: str | None, session_id: str | None, budget: int, shadow: bool, full: bool, fmt: str
+    db_path: str | None,
+    session_id: str | None,
+    budget: int,
+    shadow: bool,
+    full: bool,
+    summary_file: str | None,
+    fmt: str,
 ) -> None:
-    """Run one manual compaction round on a session (the local summarizer writes any checkpoint)."""
-    if shadow and full:
-        raise click.UsageError("--shadow reports a round without writing; it cannot force one with --full")
+    """Run one manual compaction round on a session (the local summarizer writes any checkpoint, unless
+    --summary gives one)."""
+    if shadow and (full or summary_file is not None):
+        raise click.UsageError(
+            "--shadow reports a round without writing; it cannot force one with --full or --summary"
+        )
+    summary = _read_summary(summary_file) if summary_file is not None else None
     with open_store(db_path) as store:
         t = store.session(pick_session(store, session_id))
-        result = t.compact(budget_tokens=budget, manual=True, force=full, shadow=shadow)
+        result = t.compact(budget_tokens=budget, manual=True, force=full, shadow=shadow, summary=summary)
     lines = [describe(result) if result.strategy else f"{result.outcome}: {result.reason}"]
     if shadow:
         lines[0] = f"shadow (nothing written): {lines[0]}"
     lines.append(f"view {result.tokens_before:,} -> {result.tokens_after:,} tokens (budget {budget:,})")
     emit(result, fmt, text=[safe(line) for line in lines])
+
+
+def _read_summary(path: str) -> str:
+    """The text of a summary file ('-': standard input), which must be UTF-8."""
+    try:
+        with click.open_file(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise click.ClickException(f"cannot read the summary {path}: {exc.strerror or exc}") from exc
+    try:
+        return bytes(data).decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise click.ClickException(f"the summary {path} is not UTF-8 text (byte {exc.start})") from exc
 
 
 @click.command()

@@ -27,10 +27,12 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     `generated_at` must be timezone-aware and is kept in UTC (the same instant, so equal to what was
     given); `source_item_count` counts the history items summarized; `split_turn` says the cut fell
     inside a turn, whose prefix was summarized separately. `files` names the files the work edited or
-    created: it survives every merge (bounded by the list cap like the other lists).
+    created: it survives every merge (bounded by the list cap like the other lists). `summary` is free
+    text a caller gave as the summary (prose that is neither form), kept whole beside the fields.
     """
 
     goal: str = ""
+    summary: str = ""
     constraints: tuple[str, ...] = ()
     done: tuple[str, ...] = ()
     in_progress: tuple[str, ...] = ()
@@ -93,8 +95,8 @@ def merge(previous: Checkpoint, delta: Checkpoint, *, cap: int = LIST_CAP) -> Ch
     A checkpoint-delta round's reply may hold only what is new; what it leaves out is kept. List items
     are identified by their normalised text (`item_key`): an item the delta lists under another status
     (in progress -> done, -> blocked) moves there; new items append in order; an item done leaves the
-    next steps. Scalars are replaced only when the delta gives them (a non-blank goal). Each list keeps
-    its newest `cap` items. Counts add up; `split_turn` and `generated_at` are the delta's.
+    next steps. Scalars are replaced only when the delta gives them (a non-blank goal or summary). Each
+    list keeps its newest `cap` items. Counts add up; `split_turn` and `generated_at` are the delta's.
     """
     moved = {item_key(item): name for name in _STATUS for item in getattr(delta, name)}
     finished = {key for key, name in moved.items() if name == "done"}
@@ -113,6 +115,7 @@ def merge(previous: Checkpoint, delta: Checkpoint, *, cap: int = LIST_CAP) -> Ch
 
     return Checkpoint(
         goal=delta.goal if delta.goal.strip() else previous.goal,
+        summary=delta.summary if delta.summary.strip() else previous.summary,
         constraints=union("constraints"),
         done=status("done"),
         in_progress=status("in_progress"),
@@ -144,6 +147,7 @@ def _key(text: str) -> str:
 _EPOCH_MS_KEY: Final = "generatedatepochms"
 _JSON_KEYS: Final[dict[str, str]] = {
     "goal": "goal",
+    "summary": "summary",
     **{_key(name): name for name in _LIST_FIELDS},
     "doneitems": "done",
     "inprogressitems": "in_progress",
@@ -175,6 +179,8 @@ def _from_object(obj: dict[str, Any]) -> Checkpoint | None:
             value = _from_epoch_ms(key, value)
         elif name in _LIST_FIELDS and isinstance(value, str):
             value = (value,) if value.strip() else ()
+        elif name == "summary" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = "\n".join(value)  # a model's summary as a list of lines
         fields[name] = value
     if obj and not seen:
         return None
@@ -246,6 +252,7 @@ _HEADING: Final = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t#]*$")
 _META_LINE: Final = re.compile(r"^[-*+][ \t]+([^:]+):[ \t]*(.*?)\s*$")
 _TITLE_KEYS: Final[dict[str, str]] = {
     "goal": "goal",
+    "summary": "summary",
     **{_key(title): name for name, title in LIST_SECTIONS},
     "doneitems": "done",
     "inprogressitems": "in_progress",
@@ -280,6 +287,9 @@ def to_markdown(cp: Checkpoint, *, brief: bool = False) -> str:
         out.extend(_escape(line) for line in cp.goal.split("\n"))
     else:
         out.append(EMPTY_MARKER)
+    if cp.summary:  # only when given: every checkpoint without one renders as it always did
+        out += ["", "## Summary", ""]
+        out.extend(_escape(line) for line in cp.summary.split("\n"))
     for name, title in LIST_SECTIONS:
         items: tuple[str, ...] = getattr(cp, name)
         if brief and not items:
@@ -329,8 +339,9 @@ def _parse_markdown(text: str) -> Checkpoint | None:
     if not sections:
         return None
     fields: dict[str, Any] = {}
-    if "goal" in sections:
-        fields["goal"] = _goal(sections.pop("goal"))
+    for name in ("goal", "summary"):
+        if name in sections:
+            fields[name] = _text(sections.pop(name))
     fields.update(_metadata(sections.pop("metadata", [])))
     for name, lines in sections.items():
         fields[name] = _items(lines)
@@ -340,7 +351,7 @@ def _parse_markdown(text: str) -> Checkpoint | None:
         raise CheckpointParseError(f"checkpoint markdown: {exc}") from exc
 
 
-def _goal(lines: list[str]) -> str:
+def _text(lines: list[str]) -> str:
     content = [line for line in lines if line.strip()]
     if len(content) == 1 and content[0].strip() == EMPTY_MARKER:
         return ""

@@ -313,18 +313,22 @@ class Transcript:
         force: bool = False,
         shadow: bool = False,
         summarizer: Summarizer | None = None,
+        summary: str | None = None,
     ) -> CompactResult:
         """Run one compaction round against a token budget; returns its result record.
 
         Call it once per model call with the tokens the view may use. Below the micro threshold it does
         nothing and writes nothing. `shadow=True` reports what would happen without writing;
         `manual=True` marks a round the user asked for (not counted by the breaker); `force=True` goes
-        straight to full compaction. `summarizer` overrides the transcript's for this round. It raises
-        only for storage faults: a failing summarizer is an outcome (`fallback_used`, `failed`).
+        straight to full compaction. `summarizer` overrides the transcript's for this round.
+        `summary` is a summary the caller wrote — checkpoint JSON, the `## Goal` markdown, or plain
+        prose (kept whole as the checkpoint's `summary`; the goal is still the user's task): a manual,
+        forced round that asks no summarizer. It raises only for storage faults and bad arguments: a
+        failing summarizer is an outcome (`fallback_used`, `failed`).
         """
         from mutate import run_compact
 
-        options = self._options(budget_tokens, config, manual, force, shadow, summarizer)
+        options = self._options(budget_tokens, config, manual, force, shadow, summarizer, summary)
         given = self._round_input(options)
         if isinstance(given, CompactResult):
             return given
@@ -339,11 +343,12 @@ class Transcript:
         force: bool = False,
         shadow: bool = False,
         summarizer: Summarizer | None = None,
+        summary: str | None = None,
     ) -> CompactResult:
         """`compact` for async loops: the summarizer may be a coroutine function."""
         from mutate import arun_compact
 
-        options = self._options(budget_tokens, config, manual, force, shadow, summarizer)
+        options = self._options(budget_tokens, config, manual, force, shadow, summarizer, summary)
         given = self._round_input(options)
         if isinstance(given, CompactResult):
             return given
@@ -503,20 +508,24 @@ class Transcript:
         force: bool,
         shadow: bool,
         summarizer: Summarizer | None,
+        summary: str | None = None,
     ) -> RoundOptions:
         from mutate import Deps, RoundOptions
 
         if config is not None and not isinstance(config, CompactConfig):
             raise InvalidArgument(f"config must be a CompactConfig, not {type(config).__name__}")
+        if summary is not None:
+            _check_summary(summary)
         return RoundOptions(
             budget_tokens=check_budget(budget),
             config=config or self.config,
             deps=Deps(counter=self.counter, new_id=new_message_id, now=utc_now),
-            manual=manual,
-            force=force,
+            manual=manual or summary is not None,
+            force=force or summary is not None,
             shadow=shadow,
             summarizer=summarizer or self.summarizer,
             reinject=self.reinject,
+            summary=summary,
         )
 
     def _round_input(self, options: RoundOptions | None) -> RoundInput | CompactResult:
@@ -620,6 +629,16 @@ def live_session(transcript: Transcript) -> LiveSession:
     """The fold behind a transcript, for this package's replay tools (simulate reads its digests)."""
     transcript._sync()
     return transcript._live
+
+
+def _check_summary(summary: object) -> None:
+    """A caller's summary is non-blank text that can be stored (no lone surrogates)."""
+    if not isinstance(summary, str) or not summary.strip():
+        raise InvalidArgument(f"summary must be a non-blank string, not {summary!r:.80}")
+    try:
+        summary.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument("summary is not valid Unicode (it holds a lone surrogate)") from None
 
 
 def _carried_checkpoint(results: Sequence[CompactResult]) -> Checkpoint | None:
