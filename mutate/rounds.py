@@ -47,6 +47,7 @@ from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, complet
 from planner.trigger import determine_compact_action
 from transcript.model.checkpoint import Checkpoint, to_markdown
 from transcript.model.events import CompactionRecorded, Event, MessageMarked, ProviderCaps
+from transcript.model.processes import ProcessSnapshot, process_line
 from transcript.model.result import CompactResult, RoundPath, Strategy
 from transcript.model.snapshot import TranscriptSnapshot
 from transcript.store.bodies import prepare
@@ -66,7 +67,8 @@ class RoundInput(NamedTuple):
     start under this round's config (0 when unknown), `unusable` the messages whose stored directive
     the view cannot use (the round supersedes them), `stored_tokens` the tokens of every stored
     message (how fast the session grows, for the payback rule), `system_tokens` those of its system
-    messages.
+    messages, `processes` the processes the host last registered (None: it registered none), which
+    every checkpoint the round makes carries.
     """
 
     snapshot: TranscriptSnapshot
@@ -79,6 +81,7 @@ class RoundInput(NamedTuple):
     cursor: int = 0
     unusable: tuple[str, ...] = ()
     stored_tokens: int = 0
+    processes: tuple[ProcessSnapshot, ...] | None = None
 
 
 class Deps(NamedTuple):
@@ -577,12 +580,18 @@ def _read(
     """The checkpoint of one summarizer call for `prepared` (None: the model was not asked; `local`:
     the local summarizer's reply, when already built), and `calls` with that call counted: every
     request sent to the model (prompt-too-long retries too; the one request a model would have been
-    sent when none was asked), the answer as the model sent it or would have."""
+    sent when none was asked), the answer as the model sent it or would have. A summary the caller
+    wrote is read instead, and nothing is counted; the processes the host registered replace the
+    checkpoint's."""
     given = run.options.summary
     reading = checkpoint_from(prepared, attempt.text if attempt else None, now, local=local, given=given)
+    checkpoint = reading.checkpoint
+    if run.given.processes is not None:  # the host's own word on what runs, whoever summarized
+        lines = tuple(process_line(p) for p in run.given.processes)
+        checkpoint = msgspec.structs.replace(checkpoint, process_snapshots=lines)
     if given is not None:  # the caller wrote it: no summarizer was, or would have been, asked
-        return reading.checkpoint, calls
-    return reading.checkpoint, _Calls(
+        return checkpoint, calls
+    return checkpoint, _Calls(
         asked=calls.asked
         + sum(_request_tokens(run, r) for r in (attempt.sent if attempt else [prepared.request])),
         answered=calls.answered + run.deps.counter.count(reading.answer),

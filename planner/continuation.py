@@ -8,6 +8,10 @@ first part of the turn. After a round that summarized nothing it says nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import msgspec
+
 from transcript.model.result import CompactResult
 
 SPLIT_TURN_WARNING = (
@@ -16,12 +20,15 @@ SPLIT_TURN_WARNING = (
 )
 
 
-def continuation_prompt(result: CompactResult) -> str:
+def continuation_prompt(result: CompactResult, *, processes: Sequence[str] | None = None) -> str:
     """The hidden prompt that re-anchors the model after the round that produced `result`; empty after
-    a round that left no checkpoint (nothing was summarized, so there is nothing to re-anchor on)."""
+    a round that left no checkpoint (nothing was summarized, so there is nothing to re-anchor on).
+    `processes` are the running processes as the host registered them since (None: the checkpoint's)."""
     checkpoint = result.checkpoint
     if checkpoint is None:
         return ""
+    if processes is not None:
+        checkpoint = msgspec.structs.replace(checkpoint, process_snapshots=tuple(processes))
     how = result.strategy or result.outcome
     lines = [f"Context was compacted ({how}). Continue the same task; do not restart it."]
     if checkpoint.goal:

@@ -248,3 +248,80 @@ def test_cli_compact_with_a_summary_file(tmp_path: Path) -> None:
         cli, ["compact", "--db", str(db), "--budget", "9", "--summary", str(summary), "--shadow"]
     )
     assert both.exit_code == 2
+
+
+# 4 "processSnapshots"; 8 "隐藏 continuation prompt 会重新注入 ... process snapshots"; 10.1 "进程概况"
+
+SERVER = {
+    "id": "web",
+    "command": "npm run dev",
+    "state": "running",
+    "started": "2025-06-01T10:00:00Z",
+    "output_tail": "compiled\nready on http://localhost:3000\n",
+}
+
+
+def test_process_snapshots_in_the_local_checkpoint() -> None:
+    t = _session()  # no model summarizer: the local one writes the checkpoint
+    t.set_processes([SERVER])
+    result = t.compact(budget_tokens=_over(t, 2.0))
+    assert result.outcome == "full_applied" and result.fallback_used
+    assert result.checkpoint is not None
+    (line,) = result.checkpoint.process_snapshots
+    assert line.startswith("web: `npm run dev` running since 2025-06-01 10:00:00Z")
+    assert "ready on http://localhost:3000" in line
+    assert line in t.continuation_prompt(result) and "Processes:" in t.continuation_prompt(result)
+
+
+def test_the_continuation_prompt_reinjects_the_latest_process_snapshots() -> None:
+    t = _session(summarizer=lambda request: '{"process_snapshots": ["a stale server the model remembers"]}')
+    t.set_processes([SERVER])
+    result = t.compact(budget_tokens=_over(t, 2.0))
+    assert result.checkpoint is not None and not result.fallback_used
+    assert result.checkpoint.process_snapshots[0].startswith("web:")  # the host's word wins
+    t.set_processes([{**SERVER, "state": "exited", "exit_code": 0}])
+    assert "web: `npm run dev` exited since 2025-06-01 10:00:00Z (exit 0)" in t.continuation_prompt()
+    t.set_processes([])
+    assert "Processes:" not in t.continuation_prompt()
+
+
+def test_snapshot_shows_the_process_overview() -> None:
+    t = _session()
+    version = t.version
+    t.set_processes([SERVER, {"id": "tests", "command": "pytest -x", "state": "failed", "exit_code": 1}])
+    t.set_processes([SERVER, {"id": "tests", "command": "pytest -x", "state": "failed", "exit_code": 1}])
+    assert t.version == version + 1  # recorded once: the second call changed nothing
+    status = t.status()
+    assert [p.id for p in status.processes] == ["web", "tests"]
+    assert status.overview.processes[1] == "tests: `pytest -x` failed (exit 1)"
+    reopened = Transcript.attach(t.events, "s")
+    assert reopened.processes == t.processes and reopened.status().processes == status.processes
+    restored = Store(t.events, tokenizer="chars/4").restore(t.export_state(), session_id="s2")
+    assert restored.processes == t.processes  # an exported state carries them
+
+
+@pytest.mark.parametrize(
+    "processes",
+    [
+        "npm run dev",
+        [{"id": "", "command": "x"}],
+        [{"command": "x"}],
+        [{"id": "a", "command": "x", "started": "2025-06-01T10:00:00"}],  # no timezone
+        [{"id": "a", "command": "x"}, {"id": "a", "command": "y"}],
+        [{"id": "a", "command": "x", "state": "running \ud800"}],
+        [42],
+    ],
+)
+def test_set_processes_refuses_bad_snapshots(processes: object) -> None:
+    t = _session()
+    version = t.version
+    with pytest.raises(InvalidArgument):
+        t.set_processes(processes)  # type: ignore[arg-type]
+    assert t.version == version
+
+
+def test_a_process_output_tail_keeps_its_end() -> None:
+    t = _session()
+    t.set_processes([{"id": "log", "command": "tail -f app.log", "output_tail": "x" * 5_000 + "THE END"}])
+    (process,) = t.processes
+    assert len(process.output_tail) == 2_000 and process.output_tail.endswith("THE END")

@@ -10,6 +10,7 @@ import msgspec
 from transcript.cli.options import db_option, format_option, open_store, pick_session, session_option
 from transcript.cli.output import emit, safe, table
 from transcript.model.checkpoint import to_json, to_markdown
+from transcript.model.processes import process_line
 from transcript.model.result import CompactResult
 from transcript.session.facade import Transcript
 from transcript.session.replay import describe
@@ -113,16 +114,18 @@ def checkpoint(db_path: str | None, session_id: str | None, fmt: str) -> None:
 @format_option
 def status(db_path: str | None, session_id: str | None, fmt: str) -> None:
     """A session at a glance: title, goal, tokens, the last round, the breaker and its last error, where
-    the work stands, head hash; then the latest checkpoint."""
+    the work stands, the running processes, head hash; then the latest checkpoint."""
     with open_store(db_path, readonly=True) as store:
         state = store.session(pick_session(store, session_id)).status()
     overview = state.overview
     rows = [
         (name, value)
         for name in state.__struct_fields__
-        if name not in ("summary", "overview") and (value := getattr(state, name)) not in ("", None, ())
+        if name not in ("summary", "overview", "processes")
+        and (value := getattr(state, name)) not in ("", None, ())
     ]
     rows += [(f"{name}", len(items)) for name, items in msgspec.structs.asdict(overview).items() if items]
+    rows += [(f"process {process.id}", process_line(process)) for process in state.processes]
     lines = table(rows, ("field", "value"))
     if state.summary:
         lines += ["", *(safe(line) for line in state.summary.splitlines())]

@@ -14,6 +14,7 @@ from transcript.model.events import (
     ForkedFrom,
     MessageAppended,
     MessageMarked,
+    ProcessesSet,
     ProviderCaps,
     SessionStarted,
     TitleSet,
@@ -51,6 +52,7 @@ from transcript.model.message import (
     describe_id,
     media_tokens,
 )
+from transcript.model.processes import ProcessSnapshot, process_line
 from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry, TranscriptSnapshot
 
@@ -81,6 +83,8 @@ __all__ = [
     "MessageKind",
     "MessageMarked",
     "Part",
+    "ProcessSnapshot",
+    "ProcessesSet",
     "ProjectionDirective",
     "ProviderCaps",
     "ReasoningPart",
@@ -99,5 +103,6 @@ __all__ = [
     "describe_id",
     "media_tokens",
     "new_message_id",
+    "process_line",
     "utc_now",
 ]

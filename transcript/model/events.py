@@ -1,8 +1,8 @@
 """The events of a session's log: a tagged union on `kind`, each event a small frozen value.
 
 Every change to a session is one of these: an append (the history), a mark, a compaction record, the
-provider caps in force, a fork's origin, a served-view record. Flags are the fold of mark events
-(`apply_mark`): marks only ever go forward.
+provider caps in force, a fork's origin, a served-view record, the host's running processes. Flags
+are the fold of mark events (`apply_mark`): marks only ever go forward.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any, Final, TypeAlias
 import msgspec
 
 from transcript.model.marks import MessageFlags, ProjectionDirective
+from transcript.model.processes import ProcessSnapshot
 from transcript.model.result import CompactResult
 from transcript.model.value import Value
 
@@ -82,6 +83,12 @@ class CompactionRecorded(_Event, tag="compaction_recorded", frozen=True):
     result: CompactResult
 
 
+class ProcessesSet(_Event, tag="processes_set", frozen=True):
+    """The processes the host keeps running, from here on (all of them: an empty list says none)."""
+
+    processes: tuple[ProcessSnapshot, ...] = ()
+
+
 class CapsSet(_Event, tag="caps_set", frozen=True):
     """The provider capabilities the session's views render with from here on."""
 
@@ -119,6 +126,7 @@ Event: TypeAlias = (
     | ForkedFrom
     | ViewServed
     | TitleSet
+    | ProcessesSet
 )
 
 EVENT_ENCODER: Final = msgspec.json.Encoder()

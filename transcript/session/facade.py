@@ -19,6 +19,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
 from planner.config import CompactConfig
 from planner.micro import MicroPlan
 from planner.trigger import check_budget
@@ -32,9 +34,10 @@ from transcript.model.errors import (
     InvalidMessage,
     SessionNotFound,
 )
-from transcript.model.events import CapsSet, Event, MessageAppended, ProviderCaps, TitleSet
+from transcript.model.events import CapsSet, Event, MessageAppended, ProcessesSet, ProviderCaps, TitleSet
 from transcript.model.ids import check_session_id as check_session_id, new_message_id, utc_now
 from transcript.model.message import INTERRUPTED_RESULT, Message, opening_title
+from transcript.model.processes import ProcessSnapshot, process_line
 from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry, TranscriptSnapshot
 from transcript.session.fold import LiveSession
@@ -406,11 +409,32 @@ class Transcript:
         return _carried_checkpoint(self._live.results)
 
     def continuation_prompt(self, result: CompactResult | None = None) -> str:
-        """The hidden prompt that re-anchors the model after a compaction (default: the latest)."""
+        """The hidden prompt that re-anchors the model after a compaction (default: the latest); it names
+        the processes as the host last registered them (`set_processes`), when it did."""
         from planner.continuation import continuation_prompt
 
         chosen = result or self.latest_compact_result()
-        return continuation_prompt(chosen) if chosen is not None else ""
+        if chosen is None:
+            return ""
+        registered = self._live.processes
+        lines = None if registered is None else tuple(process_line(p) for p in registered)
+        return continuation_prompt(chosen, processes=lines)
+
+    def set_processes(self, processes: Iterable[ProcessSnapshot | Mapping[str, Any]]) -> None:
+        """Register the processes the host keeps running (id, command, state, started, exit code, output
+        tail), all of them: recorded as an event when they change. Every later checkpoint carries them
+        (`process_snapshots`, one line each, whatever summarized the history), and so do the
+        continuation prompt and `status()`. An empty list says none is running."""
+        snapshots = _processes(processes)
+        self._sync()
+        if snapshots != self._live.processes:
+            self._write([ProcessesSet(processes=snapshots)])
+
+    @property
+    def processes(self) -> tuple[ProcessSnapshot, ...]:
+        """The processes as the host last registered them (none registered: empty)."""
+        self._sync()
+        return self._live.processes or ()
 
     def set_provider(self, provider: str | ProviderCaps) -> None:
         """Render this session's views for a provider from now on; recorded as an event when it changes,
@@ -461,7 +485,7 @@ class Transcript:
         )
 
     def status(self) -> Status:
-        """Light status: goal, last compaction, token estimate, breaker (SPEC §7)."""
+        """Light status: goal, last compaction, token estimate, breaker, the running processes (SPEC §7)."""
         from planner.intent import clip, task_goal
 
         view = self.visible_messages()  # reads what other writers committed: `live` is current
@@ -490,13 +514,18 @@ class Transcript:
             title=self.title,
             summary=to_markdown(checkpoint) if checkpoint is not None else "",
             overview=Overview(
-                done=checkpoint.done,
-                in_progress=checkpoint.in_progress,
-                blocked=checkpoint.blocked,
-                processes=checkpoint.process_snapshots,
-            )
-            if checkpoint is not None
-            else Overview(),
+                done=checkpoint.done if checkpoint else (),
+                in_progress=checkpoint.in_progress if checkpoint else (),
+                blocked=checkpoint.blocked if checkpoint else (),
+                processes=(
+                    tuple(process_line(p) for p in live.processes)
+                    if live.processes is not None
+                    else checkpoint.process_snapshots
+                    if checkpoint
+                    else ()
+                ),
+            ),
+            processes=live.processes or (),
             last_error=last.last_error if last else "",
         )
 
@@ -555,6 +584,7 @@ class Transcript:
             unusable=live.rendered.unusable(),
             stored_tokens=live.stored_tokens,
             system_tokens=live.system_tokens,
+            processes=live.processes,
         )
 
     def _absorb(self, run: Any, config: CompactConfig | None) -> CompactResult:
@@ -629,6 +659,36 @@ def live_session(transcript: Transcript) -> LiveSession:
     """The fold behind a transcript, for this package's replay tools (simulate reads its digests)."""
     transcript._sync()
     return transcript._live
+
+
+def _processes(processes: object) -> tuple[ProcessSnapshot, ...]:
+    """Registered processes, each checked (a `ProcessSnapshot`, or a mapping of its fields), ids unique;
+    an output tail is cut to its last `OUTPUT_TAIL_CHARS` characters."""
+    from transcript.model.processes import OUTPUT_TAIL_CHARS
+
+    if isinstance(processes, (str, bytes, Mapping)) or not isinstance(processes, Iterable):
+        raise InvalidArgument(f"set_processes takes a list of processes, not {type(processes).__name__}")
+    snapshots: list[ProcessSnapshot] = []
+    for number, item in enumerate(processes):
+        if isinstance(item, ProcessSnapshot):
+            data = msgspec.to_builtins(item)
+        elif isinstance(item, Mapping):
+            data = dict(item)
+        else:
+            raise InvalidArgument(f"process {number} is a {type(item).__name__}, not a ProcessSnapshot")
+        if isinstance(data.get("output_tail"), str):
+            data["output_tail"] = data["output_tail"][-OUTPUT_TAIL_CHARS:]
+        try:
+            msgspec.json.encode(data)
+            snapshots.append(msgspec.convert(data, ProcessSnapshot))
+        except msgspec.ValidationError as exc:
+            raise InvalidArgument(f"process {number}: {exc}") from None
+        except UnicodeEncodeError:
+            raise InvalidArgument(f"process {number}: its text holds a lone surrogate") from None
+    ids = [p.id for p in snapshots]
+    if len(set(ids)) != len(ids):
+        raise InvalidArgument(f"process ids must be unique: {sorted({i for i in ids if ids.count(i) > 1})}")
+    return tuple(snapshots)
 
 
 def _check_summary(summary: object) -> None:

@@ -25,6 +25,8 @@ from transcript.model import (
     Message,
     MessageAppended,
     MessageMarked,
+    ProcessesSet,
+    ProcessSnapshot,
     SessionStarted,
     TitleSet,
     TranscriptSnapshot,
@@ -57,6 +59,7 @@ class LiveSession:
         self.stored_tokens = 0
         self.title: str | None = None
         self.system_tokens = 0
+        self.processes: tuple[ProcessSnapshot, ...] | None = None  # None: the host registered none
 
     def add(self, message: Message, tokens: tuple[int, ...]) -> Entry:
         """Append one message at the next `seq`."""
@@ -144,6 +147,8 @@ class LiveSession:
             self.title = event.title if event.title is not None else self.title
         elif isinstance(event, CapsSet):
             self.rendered.set_caps(event.caps)
+        elif isinstance(event, ProcessesSet):
+            self.processes = event.processes
         elif isinstance(event, ViewServed):
             apply_served(self.served, event)
             self.served_version = version

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import msgspec
 
+from transcript.model.processes import ProcessSnapshot
 from transcript.model.result import BreakerState
 
 
 class Overview(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Where the work stands, from the latest checkpoint: what was done, is in progress, is blocked,
-    and the processes it left running."""
+    """Where the work stands, from the latest checkpoint: what was done, is in progress, is blocked;
+    and the processes running (as the host last registered them, else as the checkpoint says)."""
 
     done: tuple[str, ...] = ()
     in_progress: tuple[str, ...] = ()
@@ -22,7 +23,7 @@ class Status(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     `summary` is the latest checkpoint, whole, in markdown (the view may show less of it to fit the
     budget), `overview` where the work stands; `last_error` is the latest summarizer failure the
-    breaker counted (type and message).
+    breaker counted (type and message); `processes` the processes as the host last registered them.
     """
 
     session_id: str
@@ -43,3 +44,4 @@ class Status(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     summary: str = ""
     overview: Overview = Overview()
     last_error: str = ""
+    processes: tuple[ProcessSnapshot, ...] = ()
