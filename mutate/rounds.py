@@ -41,10 +41,10 @@ from planner.full import (
     summary_message,
 )
 from planner.intent import clip_within
-from planner.micro import MicroPlan, plan_emergency, plan_micro, stale_boundary
+from planner.micro import MicroPlan, check_plan, plan_emergency, plan_micro, stale_boundary
 from planner.payback import choose_micro, invalidated_tokens, micro_economics
 from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, complete, prompt_text
-from planner.trigger import determine_compact_action
+from planner.trigger import BeforeCompact, RoundPlan, determine_compact_action
 from transcript.model.checkpoint import Checkpoint, to_markdown
 from transcript.model.events import CompactionRecorded, Event, MessageMarked, ProviderCaps
 from transcript.model.processes import ProcessSnapshot, process_line
@@ -98,7 +98,8 @@ class RoundOptions(NamedTuple):
     `manual` marks a round the user asked for (not counted by the breaker); `force` goes straight to
     full compaction; `shadow` reports without writing; `summarizer` is the model summarizer (None: the
     local one, by choice); `reinject` the host's re-injection callback; `summary` a summary the caller
-    wrote, which the full step takes instead of asking any summarizer.
+    wrote, which the full step takes instead of asking any summarizer; `before_compact` the host's
+    hook, asked before an automatic round writes anything (False vetoes it).
     """
 
     budget_tokens: int
@@ -110,6 +111,7 @@ class RoundOptions(NamedTuple):
     summarizer: Summarizer | None = None
     reinject: Reinject | None = None
     summary: str | None = None
+    before_compact: BeforeCompact | None = None
 
 
 class RoundOutcome(NamedTuple):
@@ -267,6 +269,22 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
             result, outcome="full_unavailable", reason="full compaction is disabled"
         )
         needs_full = False
+    if options.before_compact is not None and not manual and (marks or needs_full):
+        proposed = RoundPlan(
+            session_id=snapshot.session_id,
+            version=snapshot.version,
+            action=action.kind,
+            reason=reason,
+            budget_tokens=budget_tokens,
+            view_tokens=given.view_tokens,
+            micro_ids=tuple(mark.message_id for mark in marks),
+            estimated_saved_tokens=plan.estimated_saved_tokens,
+            full=needs_full,
+            forced=force,
+            path=path,
+        )
+        if options.before_compact(proposed) is False:
+            return _vetoed(store, given, base, proposed)
     if needs_full:
         written: list[Written] = []
         if marks:
@@ -286,6 +304,19 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     final = breaker.finished(manual=manual, failed=failed, config=config).stamp(result)
     step = _commit_micro(store, snapshot, marks, final)
     return RoundOutcome(_recorded(final, step), (step,), cursor)
+
+
+def _vetoed(store: EventStore, given: RoundInput, base: CompactResult, proposed: RoundPlan) -> RoundOutcome:
+    """Record a round the host's hook vetoed: its record alone, the breaker as it was (a veto is no
+    failure, and no round)."""
+    result = msgspec.structs.replace(
+        base, outcome="vetoed", reason=f"the before_compact hook vetoed it ({proposed.reason})"
+    )
+    final = Breaker.after(given.latest).stamp(result)
+    step = commit(
+        store, given.snapshot.session_id, given.snapshot.version, [CompactionRecorded(result=final)]
+    )
+    return RoundOutcome(_recorded(final, step), (step,))
 
 
 def _no_plan(snapshot: TranscriptSnapshot, cursor: int) -> MicroPlan:
@@ -354,13 +385,25 @@ def _never(request: object) -> str:
     raise AssertionError("no model summarizer was given, so none may be called")
 
 
-def micro_compact(store: EventStore, given: RoundInput, plan: MicroPlan, *, deps: Deps) -> RoundOutcome:
+def micro_compact(
+    store: EventStore,
+    given: RoundInput,
+    plan: MicroPlan,
+    *,
+    deps: Deps,
+    config: CompactConfig | None = None,
+) -> RoundOutcome:
     """Apply a micro plan made by hand as one manual round: its marks and its record, one transaction.
 
-    Raises `ConflictError` (nothing written) when the plan was made from another version.
+    The plan is checked first against what micro compaction may shorten under `config` (the session's):
+    `IneligiblePlan` for a user's request, a tool input, an error or protected tool's result, a recent
+    step. Raises `ConflictError` when the plan was made from another version. Either way nothing is
+    written.
     """
+    config = config or CompactConfig()
     snapshot = given.snapshot
     marks = micro_marks(snapshot, plan, deps.counter.count)
+    check_plan(snapshot, plan, config)
     base = msgspec.structs.replace(
         _base(given.view_tokens, given.view_items, 0, True, False),
         round_id=deps.new_id(),
@@ -370,9 +413,7 @@ def micro_compact(store: EventStore, given: RoundInput, plan: MicroPlan, *, deps
     result = _micro_result(base, marks, given.view_tokens + view_delta(snapshot, plan, marks, given.caps))
     if not marks:
         return RoundOutcome(result)
-    final = (
-        Breaker.after(given.latest).finished(manual=True, failed=False, config=CompactConfig()).stamp(result)
-    )
+    final = Breaker.after(given.latest).finished(manual=True, failed=False, config=config).stamp(result)
     step = _commit_micro(store, snapshot, marks, final)
     return RoundOutcome(_recorded(final, step), (step,))
 

@@ -37,6 +37,7 @@ from transcript.model import (
     TranscriptSnapshot,
     media_tokens,
 )
+from transcript.model.errors import IneligiblePlan
 
 # What a truncation adds besides the kept text, for the estimate only (the renderer owns the marker).
 _MARKER_ALLOWANCE = 32
@@ -175,6 +176,64 @@ def plan_emergency(
         scanned_to=boundary,
         need=need,
     )
+
+
+def check_plan(snapshot: TranscriptSnapshot, plan: MicroPlan, config: CompactConfig) -> None:
+    """Refuse a plan (made by hand, or under another config) that shortens what micro compaction never
+    may under `config`: anything but a tool result or an observation (a user's own request, a tool
+    input, the model's reply or reasoning, a system message), an error result, a protected tool's
+    result, an excluded message, or a message of the last `micro_compact_stale_steps` steps. Raises
+    `IneligiblePlan` naming the first such entry. The numbers a plan chose (head, tail, threshold) are
+    its own."""
+    boundary = stale_boundary(snapshot, config)
+    protected = config.protected_names()
+    positions = {entry.message.id: entry.seq for entry in snapshot.entries}
+    for item in plan.entries:
+        seq = positions.get(item.message_id)
+        if seq is None:
+            continue  # not this session's message: applying the plan says so
+        entry = snapshot.entries[seq]
+        why = _ineligible(snapshot, entry, item, config, protected)
+        if why is None and seq >= boundary:
+            why = f"is in the last {config.micro_compact_stale_steps} {config.micro_stale_unit}s, kept whole"
+        if why is not None:
+            raise IneligiblePlan(
+                f"the plan shortens message {item.message_id!r} (seq {seq}), which {why}; nothing was written"
+            )
+
+
+def _ineligible(
+    snapshot: TranscriptSnapshot,
+    entry: Entry,
+    item: DirectiveEntry,
+    config: CompactConfig,
+    protected: frozenset[str],
+) -> str | None:
+    """Why micro compaction may not shorten this part of this message (None: it may)."""
+    message = entry.message
+    if entry.flags.excluded:
+        return "is excluded from the view"
+    index = item.part_index
+    part = message.parts[index] if index is not None and 0 <= index < len(message.parts) else None
+    if message.role == "tool":
+        if not isinstance(part, ToolResult):
+            return "has no tool result at that part"
+        if part.is_error:
+            return "is an error result (errors are kept whole)"
+        name = _tool_name(snapshot, entry, part)
+        if name is not None and name.casefold() in protected:
+            return f"is a result of the protected tool {name!r}"
+        return None
+    if message.role == "user":
+        previous = snapshot.entries[entry.seq - 1].message if entry.seq > 0 else None
+        if not is_observation(message, previous):
+            return "is the user's own message"
+        if not config.micro_observations:
+            return "is an observation, and this config shortens none"
+        return None if isinstance(part, TextPart) else "has no text at that part"
+    if message.role == "assistant":
+        return "is the model's own message (its text, tool inputs and reasoning are never shortened)"
+    return f"is a {message.role} message"
 
 
 def _scan(

@@ -12,6 +12,7 @@ threshold the budget is defended first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, TypeAlias
 
 import msgspec
@@ -30,6 +31,33 @@ class CompactAction(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
     use: float
     projected_use: float
+
+
+class RoundPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What an automatic round is about to write, shown to a `before_compact` hook first.
+
+    `action` is the trigger's decision and `reason` why; `micro_ids` the messages its micro step would
+    shorten (an estimated `estimated_saved_tokens`), `full` whether a full step (a summary) follows;
+    `path` is `standard` or `emergency` for a round that defends the budget.
+    """
+
+    session_id: str
+    version: int
+    action: ActionKind
+    reason: str
+    budget_tokens: int
+    view_tokens: int
+    micro_ids: tuple[str, ...] = ()
+    estimated_saved_tokens: int = 0
+    full: bool = False
+    forced: bool = False
+    path: str = ""
+
+
+# A host hook asked before an automatic round writes anything: False vetoes the round (recorded as
+# outcome `vetoed`, nothing else written), True or None lets it run. Rounds the user asked for
+# (`manual=True`) are not put to it.
+BeforeCompact = Callable[[RoundPlan], bool | None]
 
 
 def check_budget(budget_tokens: object) -> int:

@@ -14,13 +14,15 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, strategies as st
 
-from planner import CompactConfig, LoopPolicy
+from planner import CompactConfig, LoopPolicy, MicroPlan, plan_micro
 from planner.full import ERROR_CHARS
 from planner.intent import clip_within
 from planner.summary import SummaryRequest
+from planner.trigger import RoundPlan
 from transcript import Message, Store, ToolCall, Transcript
 from transcript.cli import cli
-from transcript.model.errors import InvalidArgument
+from transcript.model import TRUNCATE, DirectiveEntry
+from transcript.model.errors import IneligiblePlan, InvalidArgument
 
 GOAL = "make the date parser accept ISO weeks"
 
@@ -325,3 +327,141 @@ def test_a_process_output_tail_keeps_its_end() -> None:
     t.set_processes([{"id": "log", "command": "tail -f app.log", "output_tail": "x" * 5_000 + "THE END"}])
     (process,) = t.processes
     assert len(process.output_tail) == 2_000 and process.output_tail.endswith("THE END")
+
+
+# 11.2 "宿主不必重新理解 compact 逻辑": the host sees a round's plan before it is written, and may veto it.
+
+
+def test_host_before_compact_hook_vetoes_an_automatic_compact() -> None:
+    seen: list[RoundPlan] = []
+
+    def hook(plan: RoundPlan) -> bool:
+        seen.append(plan)
+        return False
+
+    t = _session(before_compact=hook)
+    before = t.messages()
+    result = t.compact(budget_tokens=_over(t, 2.0))
+    (plan,) = seen
+    assert (
+        plan.action in ("full", "micro_then_full") and plan.full and plan.view_tokens == result.tokens_before
+    )
+    assert result.outcome == "vetoed" and "before_compact" in result.reason and result.version == t.version
+    after = t.messages()
+    assert [e.flags for e in after.entries] == [e.flags for e in before.entries]  # nothing else written
+    assert t.latest_compact_result() == result and t.compact_results() == [result]
+    assert LoopPolicy().after_round(result).code == "no_compaction"
+    assert t.compact(budget_tokens=_over(t, 2.0), manual=True).outcome == "full_applied"  # not asked
+    assert len(seen) == 1
+
+
+@pytest.mark.parametrize("answer", [True, None])
+def test_host_before_compact_hook_lets_a_compact_run(answer: bool | None) -> None:
+    seen: list[RoundPlan] = []
+
+    def hook(plan: RoundPlan) -> bool | None:
+        seen.append(plan)
+        return answer
+
+    t = _session(before_compact=hook)
+    result = t.compact(budget_tokens=_over(t, 0.8))
+    assert result.outcome == "micro_applied" and seen[0].action == "micro" and not seen[0].full
+    assert set(seen[0].micro_ids) == set(result.compacted_ids)
+    quiet = t.compact(budget_tokens=_over(t, 0.1))
+    assert quiet.outcome == "skipped" and len(seen) == 1  # a round that writes nothing asks nothing
+
+
+def test_a_vetoed_round_leaves_the_breaker_as_it_was() -> None:
+    def broken(request: SummaryRequest) -> str:
+        raise RuntimeError("HTTP 500")
+
+    t = _session(summarizer=broken)
+    failed = t.compact(budget_tokens=_over(t, 2.0))
+    assert failed.consecutive_failures == 1
+    _grow(t, 20, start=100)
+    t.before_compact = lambda plan: False
+    vetoed = t.compact(budget_tokens=_over(t, 2.0))
+    assert vetoed.outcome == "vetoed" and vetoed.consecutive_failures == 1 and vetoed.breaker == "closed"
+    assert vetoed.last_error == failed.last_error
+
+
+# 004 "planner ... 只读扫描 transcript，生成投影计划"; "mutate ... 唯一写标记的出口": the single mutator
+# re-checks a plan it is handed before it writes a mark.
+
+
+def _hand_plan(t: Transcript, seq: int) -> MicroPlan:
+    """A plan made by hand that truncates the first part of the message at `seq`."""
+    snapshot = t.messages()
+    entry = snapshot.entries[seq]
+    proposed = DirectiveEntry(
+        message_id=entry.message.id,
+        target="part",
+        action=TRUNCATE,
+        part_index=0,
+        keep_head=20,
+        keep_tail=10,
+        original_chars=len(entry.message.text),
+        original_tokens=entry.token_count,
+        rendered_tokens=10,
+    )
+    return MicroPlan(
+        session_id=snapshot.session_id,
+        version=snapshot.version,
+        entries=(proposed,),
+        estimated_saved_tokens=entry.token_count - 10,
+        scanned_to=seq + 1,
+        examined=1,
+        positions=((entry.message.id, seq),),
+    )
+
+
+def _mixed_session() -> Transcript:
+    t = _session()
+    t.append(Message.user("and keep the old week format working " * 30))
+    call = ToolCall(id="todo", name="TodoWrite", input={"todos": ["fix"]})
+    t.append_turn(
+        [Message.assistant("noting it", tool_calls=[call]), Message.tool_result("todo", "ok " * 300)]
+    )
+    call = ToolCall(id="bad", name="Bash", input={"command": "pytest"})
+    t.append_turn(
+        [
+            Message.assistant("testing", tool_calls=[call]),
+            Message.tool_result("bad", "E " * 400, is_error=True),
+        ]
+    )
+    _grow(t, 4, start=300)
+    return t
+
+
+def _seq(t: Transcript, match: object) -> int:
+    return next(e.seq for e in t.messages().entries if match(e.message))  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("pick", "why"),
+    [
+        (lambda m: m.role == "user" and m.text.startswith("and keep"), "the user's own message"),
+        (lambda m: m.role == "user" and m.text == GOAL, "the user's own message"),
+        (lambda m: m.role == "tool" and m.tool_results[0].call_id == "todo", "protected tool 'TodoWrite'"),
+        (lambda m: m.role == "tool" and m.tool_results[0].call_id == "bad", "an error result"),
+        (lambda m: m.role == "assistant" and m.text == "testing", "the model's own message"),
+        (lambda m: m.role == "system", "a system message"),
+        (lambda m: m.role == "tool" and m.tool_results[0].call_id == "c303", "in the last 3 steps"),
+    ],
+)
+def test_apply_micro_plan_rechecks_eligibility(pick: object, why: str) -> None:
+    t = _mixed_session()
+    before, version = t.messages(), t.version
+    with pytest.raises(IneligiblePlan, match=why):
+        t.apply_micro_plan(_hand_plan(t, _seq(t, pick)))
+    assert t.version == version and t.messages() == before
+
+
+def test_apply_micro_plan_takes_an_eligible_plan() -> None:
+    t = _mixed_session()
+    seq = _seq(t, lambda m: m.role == "tool" and m.tool_results[0].call_id == "c0")
+    result = t.apply_micro_plan(_hand_plan(t, seq))  # its own keep_head and keep_tail are its business
+    assert result.outcome == "micro_applied" and result.manual
+    assert t.messages().entries[seq].flags.truncated
+    planned = plan_micro(t.messages(), t.config)
+    assert t.apply_micro_plan(planned).compacted_count == len(planned.message_ids) > 0

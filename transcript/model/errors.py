@@ -19,6 +19,11 @@ class InvalidArgument(TranscriptError, ValueError):
     """A parameter of a call is of the wrong type or out of range; nothing was done."""
 
 
+class IneligiblePlan(InvalidArgument):
+    """A micro plan given by hand shortens what micro compaction never may (a user's request, a tool
+    input, a protected tool's or an error result, a recent step); nothing was written."""
+
+
 class DuplicateMessage(TranscriptError):
     """A `message_id` already exists in the store with other content."""
 

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from mutate import RoundInput, RoundOptions, RoundOutcome
     from planner.full import Reinject
     from planner.summary import Summarizer
+    from planner.trigger import BeforeCompact
     from transcript.model.checkpoint import Checkpoint
     from transcript.model.state import SessionState
 
@@ -76,6 +77,7 @@ class Transcript:
         reinject: Reinject | None = None,
         provider: str | ProviderCaps | None = None,
         title: str | None = None,
+        before_compact: BeforeCompact | None = None,
     ) -> None:
         check_session_id(session_id)
         self.events = events
@@ -84,6 +86,7 @@ class Transcript:
         self.config = config or CompactConfig()
         self.summarizer = summarizer
         self.reinject = reinject
+        self.before_compact = before_compact
         self._counter: TokenCounter | None = None
         self._owns_store = owns_store
         self._seen: Hashable = None
@@ -112,12 +115,15 @@ class Transcript:
         tokenizer: str = CL100K,
         provider: str | ProviderCaps | None = None,
         title: str | None = None,
+        before_compact: BeforeCompact | None = None,
     ) -> Transcript:
         """Open a file and one of its sessions; closing the transcript closes the file.
 
         `config` is the compaction policy, `summarizer` the model summarizer full compaction calls
         (None: the local one), `reinject` the host callback that supplies current file content after a
-        full compaction. `timeout`, `synchronous` and `tokenizer` are as for `Store.open`.
+        full compaction, `before_compact` the host hook asked before an automatic round writes anything
+        (`planner.trigger.RoundPlan` -> False vetoes it). `timeout`, `synchronous` and `tokenizer` are as
+        for `Store.open`.
         """
         get_counter(tokenizer)
         events = open_backend(path, readonly=readonly, timeout=timeout, synchronous=synchronous)
@@ -133,6 +139,7 @@ class Transcript:
                 reinject=reinject,
                 provider=provider,
                 title=title,
+                before_compact=before_compact,
             )
         except BaseException:
             events.close()
@@ -365,15 +372,22 @@ class Transcript:
     def apply_micro_plan(self, plan: MicroPlan) -> CompactResult:
         """Apply a micro plan (from `planner.plan_micro` over `messages()`) as one manual round.
 
-        Its marks and its result record commit in one transaction; a plan made from an older version
-        of the session is a `ConflictError`, with nothing written.
+        Its marks and its result record commit in one transaction. The plan is checked again first,
+        under this transcript's config: one that shortens what micro compaction never may — a user's
+        request, a tool input, an error or a protected tool's result, one of the recent steps — is
+        `IneligiblePlan`; one made from an older version of the session is a `ConflictError`. Either way
+        nothing is written.
         """
         from mutate import Deps, RoundInput, micro_compact
 
+        if not isinstance(plan, MicroPlan):
+            raise InvalidArgument(f"apply_micro_plan takes a MicroPlan, not {type(plan).__name__}")
         given = self._round_input(None)
         assert isinstance(given, RoundInput)
         deps = Deps(counter=self.counter, new_id=new_message_id, now=utc_now)
-        return self._absorb(lambda: micro_compact(self.events, given, plan, deps=deps), None)
+        return self._absorb(
+            lambda: micro_compact(self.events, given, plan, deps=deps, config=self.config), None
+        )
 
     def latest_compact_result(self) -> CompactResult | None:
         """The result of the last round that did something (it survives a restart)."""
@@ -555,6 +569,7 @@ class Transcript:
             summarizer=summarizer or self.summarizer,
             reinject=self.reinject,
             summary=summary,
+            before_compact=self.before_compact,
         )
 
     def _round_input(self, options: RoundOptions | None) -> RoundInput | CompactResult:
