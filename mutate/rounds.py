@@ -99,7 +99,8 @@ class RoundOptions(NamedTuple):
     full compaction; `shadow` reports without writing; `summarizer` is the model summarizer (None: the
     local one, by choice); `reinject` the host's re-injection callback; `summary` a summary the caller
     wrote, which the full step takes instead of asking any summarizer; `before_compact` the host's
-    hook, asked before an automatic round writes anything (False vetoes it).
+    hook, asked before an automatic round writes anything (False vetoes it); `reason` why the caller
+    asked for the round, recorded as its reason.
     """
 
     budget_tokens: int
@@ -112,6 +113,7 @@ class RoundOptions(NamedTuple):
     reinject: Reinject | None = None
     summary: str | None = None
     before_compact: BeforeCompact | None = None
+    reason: str | None = None
 
 
 class RoundOutcome(NamedTuple):
@@ -231,7 +233,7 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
                 if micro_on:
                     extra = plan_emergency(snapshot, config, need=kept - config.target_tokens(budget_tokens))
                     plan = plan.extended(extra)
-    reason = action.reason if options.summary is None else "a summary the caller wrote"
+    reason = options.reason or (action.reason if options.summary is None else "a summary the caller wrote")
     result = msgspec.structs.replace(
         base, estimated_saved_tokens=plan.estimated_saved_tokens, reason=reason, path=path
     )

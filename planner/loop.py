@@ -7,7 +7,10 @@ after the reply and its tool results are appended: it stops when the model asked
 (an explicit question, or a call of an ask-the-user tool), when a tool call was refused or awaits
 approval, when the turn has run out of model calls, or when the model ended its turn and automatic
 follow-ups are off or used up; otherwise it continues, with the follow-up prompt when the model had
-ended its turn. A prompt is appended as `Message.continuation(prompt, reason=decision.code)`: a
+ended its turn. `LoopPolicy.after_overflow(error, retried=...)`, when the model call itself raised:
+a provider's prompt-too-long refusal means one forced compaction round and one retry, a second one
+stops (`transcript.session.overflow` drives it around a call). A prompt is appended as
+`Message.continuation(prompt, reason=decision.code)`: a
 `meta` message that no summary ever takes for the user's goal; only `follow_up` ones count against
 `max_auto_follow_ups` (a compaction's re-anchor prompt is no follow-up). Pure: nothing is read or
 written but what is passed in.
@@ -22,6 +25,7 @@ from typing import Final, Literal
 import msgspec
 
 from planner.continuation import continuation_prompt
+from planner.overflow import is_context_overflow
 from transcript.model.errors import InvalidArgument
 from transcript.model.message import Message
 from transcript.model.result import CompactResult
@@ -60,6 +64,10 @@ Code = Literal[
     "auto_continue_off",
     "continue_after_compact_off",
     "no_reply",
+    "replied",
+    "context_overflow",
+    "overflow_recovered",
+    "overflow_again",
 ]
 
 
@@ -176,6 +184,20 @@ class LoopPolicy(msgspec.Struct, frozen=True, kw_only=True):
             "follow_up",
             "the model ended its turn: an automatic follow-up asks it to go on",
             self.follow_up_prompt,
+        )
+
+    def after_overflow(self, error: BaseException, *, retried: bool) -> LoopDecision | None:
+        """After the model call raised: None when `error` is no context overflow (the caller re-raises
+        it); after a first overflow, continue (`context_overflow`: force one compaction round and retry
+        once); after an overflow of that retry, stop (`overflow_again`), with the provider's words."""
+        if not is_context_overflow(error):
+            return None
+        said = _clip(f"{type(error).__name__}: {error}")
+        if retried:
+            return _stop("overflow_again", f"the provider refused the request as too long again: {said}")
+        return _continue(
+            "context_overflow",
+            f"the provider refused the request as too long ({said}): compact and retry once",
         )
 
 

@@ -7,9 +7,14 @@ mutator). Each test pins a behaviour the sources describe that the session did n
 
 from __future__ import annotations
 
+import asyncio
+import importlib
+import typing
 from pathlib import Path
 
+import anthropic
 import msgspec
+import openai
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, strategies as st
@@ -17,8 +22,10 @@ from hypothesis import given, strategies as st
 from planner import CompactConfig, LoopPolicy, MicroPlan, plan_micro
 from planner.full import ERROR_CHARS
 from planner.intent import clip_within
+from planner.overflow import is_context_overflow, overflow_sizes, retry_budget
 from planner.summary import SummaryRequest
 from planner.trigger import RoundPlan
+from projection.view import View
 from transcript import Message, Store, ToolCall, Transcript
 from transcript.cli import cli
 from transcript.model import TRUNCATE, DirectiveEntry
@@ -465,3 +472,127 @@ def test_apply_micro_plan_takes_an_eligible_plan() -> None:
     assert t.messages().entries[seq].flags.truncated
     planned = plan_micro(t.messages(), t.config)
     assert t.apply_micro_plan(planned).compacted_count == len(planned.message_ids) > 0
+
+
+# 7.1 "prompt-too-long retry", for the main model call too: a provider's refusal compacts and retries once.
+
+
+def _provider_error(sdk: object, message: str, body: object, status: int = 400) -> Exception:
+    """A real SDK error, as the SDK raises it from an HTTP response."""
+    error_class = sdk.BadRequestError  # type: ignore[attr-defined]
+    response_class = typing.get_type_hints(error_class.__init__)["response"]
+    http = importlib.import_module(response_class.__module__.split(".")[0])  # the SDK's HTTP library
+    request = http.Request("POST", "https://provider.invalid/v1/messages")
+    response = response_class(status, request=request)
+    error: Exception = error_class(message, response=response, body=body)
+    return error
+
+
+def _anthropic_too_long() -> Exception:
+    said = "prompt is too long: 208403 tokens > 200000 maximum"
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": said}}
+    return _provider_error(anthropic, f"Error code: 400 - {body}", body)
+
+
+def _openai_too_long() -> Exception:
+    said = (
+        "This model's maximum context length is 128000 tokens. However, your messages resulted in "
+        "131072 tokens. Please reduce the length of the messages."
+    )
+    body = {
+        "message": said,
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+    return _provider_error(openai, f"Error code: 400 - {{'error': {body}}}", body)
+
+
+class Provider:
+    """A fake model behind a real SDK's errors: refuses the first `refusals` calls as too long."""
+
+    def __init__(self, refusals: list[Exception]) -> None:
+        self.refusals = refusals
+        self.views: list[int] = []
+
+    def __call__(self, view: View) -> str:
+        self.views.append(view.tokens)
+        view.to_anthropic()  # what a host sends
+        if self.refusals:
+            raise self.refusals.pop(0)
+        return "the reply"
+
+
+@pytest.mark.parametrize("refusal", [_anthropic_too_long, _openai_too_long])
+def test_prompt_too_long_retry_on_the_main_model_call(refusal: typing.Callable[[], Exception]) -> None:
+    t = _session()
+    budget = _over(t, 0.9)  # within the budget by our count: the provider counts otherwise
+    model = Provider([refusal()])
+    call = t.call_model(model, budget_tokens=budget)
+    assert call.proceed and call.decision.code == "overflow_recovered" and call.reply == "the reply"
+    recovery = call.recovery
+    assert recovery is not None and recovery.outcome == "full_applied" and recovery.forced
+    assert not recovery.manual and recovery.reason.startswith("context_overflow: the provider refused")
+    assert len(model.views) == 2 and model.views[1] < model.views[0] and call.view.tokens == model.views[1]
+    assert t.compact_results()[-1] == recovery  # recorded like any round
+    last = t.stored_messages()[-1]
+    assert last.kind == "meta" and (last.metadata or {}).get("continuation") == "compacted"
+
+
+def test_prompt_too_long_retry_stops_on_a_second_overflow() -> None:
+    t = _session()
+    model = Provider([_anthropic_too_long(), _anthropic_too_long()])
+    call = t.call_model(model, budget_tokens=_over(t, 0.9))
+    assert not call.proceed and call.decision.code == "overflow_again" and call.reply is None
+    assert "too long again" in call.decision.reason and "208403 tokens" in call.decision.reason
+    assert isinstance(call.error, anthropic.BadRequestError) and len(model.views) == 2
+
+
+def test_prompt_too_long_retry_leaves_other_errors_alone() -> None:
+    t = _session()
+    version = t.version
+    limited = _provider_error(anthropic, "rate limited", {"error": {"type": "rate_limit_error"}}, status=429)
+    with pytest.raises(anthropic.BadRequestError):
+        t.call_model(Provider([limited]), budget_tokens=_over(t, 0.9))
+    assert t.compact_results() == [] and t.version == version + 1  # the served view's record only
+
+
+def test_prompt_too_long_retry_async() -> None:
+    t = _session()
+    model = Provider([_openai_too_long()])
+
+    async def call(view: View) -> str:
+        return model(view)
+
+    result = asyncio.run(t.acall_model(call, budget_tokens=_over(t, 0.9)))
+    assert result.decision.code == "overflow_recovered" and result.reply == "the reply"
+
+
+@pytest.mark.parametrize(
+    ("error", "overflow"),
+    [
+        (RuntimeError("prompt is too long: 208403 tokens > 200000 maximum"), True),
+        (
+            ValueError(
+                "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
+            ),
+            True,
+        ),
+        (RuntimeError("Input is too long for requested model."), True),
+        (RuntimeError("Your input exceeds the context window of this model."), True),
+        (type("ContextWindowExceededError", (Exception,), {})("litellm says no"), True),
+        (RuntimeError("rate limit exceeded, retry in 20s"), False),
+        (RuntimeError("invalid x-api-key"), False),
+    ],
+)
+def test_the_providers_prompt_too_long_errors_are_recognised(error: Exception, overflow: bool) -> None:
+    assert is_context_overflow(error) == overflow
+    assert (LoopPolicy().after_overflow(error, retried=False) is None) != overflow
+
+
+def test_the_forced_round_is_sized_by_the_refusal() -> None:
+    error = RuntimeError("prompt is too long: 250000 tokens > 200000 maximum")
+    assert overflow_sizes(error) == (250_000, 200_000)
+    assert retry_budget(error, 100_000, 1_000_000) == int(100_000 * 0.95 * 200_000 / 250_000)
+    assert retry_budget(RuntimeError("Input is too long."), 10_000, 1_000_000) == 8_000
+    assert retry_budget(error, 100_000, 5_000) == 5_000  # never more than the caller's budget

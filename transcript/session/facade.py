@@ -15,11 +15,9 @@ decide again and retry.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
-
-import msgspec
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from planner.config import CompactConfig
 from planner.micro import MicroPlan
@@ -40,6 +38,7 @@ from transcript.model.message import INTERRUPTED_RESULT, Message, opening_title
 from transcript.model.processes import ProcessSnapshot, process_line
 from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry, TranscriptSnapshot
+from transcript.session.arguments import check_text, checked_processes
 from transcript.session.fold import LiveSession
 from transcript.session.status import Overview, Status
 from transcript.store.backends import open_backend
@@ -50,11 +49,14 @@ from transcript.tokens import CL100K, TokenCounter, get_counter
 if TYPE_CHECKING:
     from mutate import RoundInput, RoundOptions, RoundOutcome
     from planner.full import Reinject
+    from planner.loop import LoopPolicy
     from planner.summary import Summarizer
     from planner.trigger import BeforeCompact
     from transcript.model.checkpoint import Checkpoint
     from transcript.model.state import SessionState
+    from transcript.session.overflow import ModelCall
 
+T = TypeVar("T")
 # How often recording a served view retries when another writer moves the session on meanwhile.
 _RECORD_ATTEMPTS: Final = 3
 
@@ -324,6 +326,7 @@ class Transcript:
         shadow: bool = False,
         summarizer: Summarizer | None = None,
         summary: str | None = None,
+        reason: str | None = None,
     ) -> CompactResult:
         """Run one compaction round against a token budget; returns its result record.
 
@@ -333,12 +336,13 @@ class Transcript:
         straight to full compaction. `summarizer` overrides the transcript's for this round.
         `summary` is a summary the caller wrote — checkpoint JSON, the `## Goal` markdown, or plain
         prose (kept whole as the checkpoint's `summary`; the goal is still the user's task): a manual,
-        forced round that asks no summarizer. It raises only for storage faults and bad arguments: a
+        forced round that asks no summarizer. `reason` says why the caller asked for the round (it is
+        recorded as the round's reason). It raises only for storage faults and bad arguments: a
         failing summarizer is an outcome (`fallback_used`, `failed`).
         """
         from mutate import run_compact
 
-        options = self._options(budget_tokens, config, manual, force, shadow, summarizer, summary)
+        options = self._options(budget_tokens, config, manual, force, shadow, summarizer, summary, reason)
         given = self._round_input(options)
         if isinstance(given, CompactResult):
             return given
@@ -354,11 +358,12 @@ class Transcript:
         shadow: bool = False,
         summarizer: Summarizer | None = None,
         summary: str | None = None,
+        reason: str | None = None,
     ) -> CompactResult:
         """`compact` for async loops: the summarizer may be a coroutine function."""
         from mutate import arun_compact
 
-        options = self._options(budget_tokens, config, manual, force, shadow, summarizer, summary)
+        options = self._options(budget_tokens, config, manual, force, shadow, summarizer, summary, reason)
         given = self._round_input(options)
         if isinstance(given, CompactResult):
             return given
@@ -368,6 +373,35 @@ class Transcript:
             self._sync(force=True)
             raise
         return self._fold_round(outcome, options.config)
+
+    def call_model(
+        self,
+        call: Callable[[View], T],
+        *,
+        budget_tokens: int,
+        policy: LoopPolicy | None = None,
+        record: bool = True,
+    ) -> ModelCall[T]:
+        """Send the view to the model through `call(view)`; when the provider refuses it as too long,
+        force one compaction round (aggressive when it must be), retry once, and stop with code
+        `overflow_again` if that is refused too (`transcript.session.overflow`). `record` records each
+        view served. Other errors pass through."""
+        from transcript.session.overflow import call_model
+
+        return call_model(self, call, budget_tokens=budget_tokens, policy=policy, record=record)
+
+    async def acall_model(
+        self,
+        call: Callable[[View], Awaitable[T]],
+        *,
+        budget_tokens: int,
+        policy: LoopPolicy | None = None,
+        record: bool = True,
+    ) -> ModelCall[T]:
+        """`call_model` for async loops: `call` returns an awaitable."""
+        from transcript.session.overflow import acall_model
+
+        return await acall_model(self, call, budget_tokens=budget_tokens, policy=policy, record=record)
 
     def apply_micro_plan(self, plan: MicroPlan) -> CompactResult:
         """Apply a micro plan (from `planner.plan_micro` over `messages()`) as one manual round.
@@ -439,7 +473,7 @@ class Transcript:
         tail), all of them: recorded as an event when they change. Every later checkpoint carries them
         (`process_snapshots`, one line each, whatever summarized the history), and so do the
         continuation prompt and `status()`. An empty list says none is running."""
-        snapshots = _processes(processes)
+        snapshots = checked_processes(processes)
         self._sync()
         if snapshots != self._live.processes:
             self._write([ProcessesSet(processes=snapshots)])
@@ -552,13 +586,16 @@ class Transcript:
         shadow: bool,
         summarizer: Summarizer | None,
         summary: str | None = None,
+        reason: str | None = None,
     ) -> RoundOptions:
         from mutate import Deps, RoundOptions
 
         if config is not None and not isinstance(config, CompactConfig):
             raise InvalidArgument(f"config must be a CompactConfig, not {type(config).__name__}")
         if summary is not None:
-            _check_summary(summary)
+            check_text("summary", summary)
+        if reason is not None:
+            check_text("reason", reason, limit=2_000)
         return RoundOptions(
             budget_tokens=check_budget(budget),
             config=config or self.config,
@@ -570,6 +607,7 @@ class Transcript:
             reinject=self.reinject,
             summary=summary,
             before_compact=self.before_compact,
+            reason=reason,
         )
 
     def _round_input(self, options: RoundOptions | None) -> RoundInput | CompactResult:
@@ -674,46 +712,6 @@ def live_session(transcript: Transcript) -> LiveSession:
     """The fold behind a transcript, for this package's replay tools (simulate reads its digests)."""
     transcript._sync()
     return transcript._live
-
-
-def _processes(processes: object) -> tuple[ProcessSnapshot, ...]:
-    """Registered processes, each checked (a `ProcessSnapshot`, or a mapping of its fields), ids unique;
-    an output tail is cut to its last `OUTPUT_TAIL_CHARS` characters."""
-    from transcript.model.processes import OUTPUT_TAIL_CHARS
-
-    if isinstance(processes, (str, bytes, Mapping)) or not isinstance(processes, Iterable):
-        raise InvalidArgument(f"set_processes takes a list of processes, not {type(processes).__name__}")
-    snapshots: list[ProcessSnapshot] = []
-    for number, item in enumerate(processes):
-        if isinstance(item, ProcessSnapshot):
-            data = msgspec.to_builtins(item)
-        elif isinstance(item, Mapping):
-            data = dict(item)
-        else:
-            raise InvalidArgument(f"process {number} is a {type(item).__name__}, not a ProcessSnapshot")
-        if isinstance(data.get("output_tail"), str):
-            data["output_tail"] = data["output_tail"][-OUTPUT_TAIL_CHARS:]
-        try:
-            msgspec.json.encode(data)
-            snapshots.append(msgspec.convert(data, ProcessSnapshot))
-        except msgspec.ValidationError as exc:
-            raise InvalidArgument(f"process {number}: {exc}") from None
-        except UnicodeEncodeError:
-            raise InvalidArgument(f"process {number}: its text holds a lone surrogate") from None
-    ids = [p.id for p in snapshots]
-    if len(set(ids)) != len(ids):
-        raise InvalidArgument(f"process ids must be unique: {sorted({i for i in ids if ids.count(i) > 1})}")
-    return tuple(snapshots)
-
-
-def _check_summary(summary: object) -> None:
-    """A caller's summary is non-blank text that can be stored (no lone surrogates)."""
-    if not isinstance(summary, str) or not summary.strip():
-        raise InvalidArgument(f"summary must be a non-blank string, not {summary!r:.80}")
-    try:
-        summary.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument("summary is not valid Unicode (it holds a lone surrogate)") from None
 
 
 def _carried_checkpoint(results: Sequence[CompactResult]) -> Checkpoint | None:
