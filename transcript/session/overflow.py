@@ -12,7 +12,7 @@ reason: the result's decision is `overflow_again`. Any other error passes throug
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from planner.loop import LoopDecision, LoopPolicy
 from planner.overflow import retry_budget
@@ -22,10 +22,24 @@ from transcript.model.errors import InvalidArgument
 from transcript.model.message import Message
 from transcript.model.result import CompactResult
 
-if TYPE_CHECKING:
-    from transcript.session.facade import Transcript
-
 T = TypeVar("T")
+
+
+class Transcript(Protocol):
+    """What recovery needs of a session (`transcript.session.facade.Transcript` is one)."""
+
+    def visible_messages(self, *, record: bool = False) -> View: ...
+
+    def compact(
+        self, *, budget_tokens: int, force: bool = False, reason: str | None = None
+    ) -> CompactResult: ...
+
+    async def acompact(
+        self, *, budget_tokens: int, force: bool = False, reason: str | None = None
+    ) -> CompactResult: ...
+
+    def append(self, message: Message) -> Any: ...
+
 
 _REPLIED = LoopDecision(action="continue", code="replied", reason="the model replied")
 
