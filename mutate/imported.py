@@ -23,10 +23,12 @@ from transcript.store.writer import FlagWriter
 
 
 class Boundary(NamedTuple):
-    """An imported compaction, as the recording names it: who triggered it, and a line about it."""
+    """An imported compaction, as the recording names it: who triggered it, a line about it, and the
+    earlier messages the agent kept in its view."""
 
     manual: bool
     reason: str
+    kept: Collection[str] = ()
 
 
 def import_events(
@@ -43,8 +45,8 @@ def import_events(
     The `superseded` synthetic results are excluded first (results among `appends` answer their calls
     again); then each body is appended, one in `hidden` excluded right after it. A summary named in
     `compactions` is preceded by the exclusion of every visible message before it except system
-    messages, and followed by the round's record, which carries the breaker state of `previous` (the
-    session's last recorded round) unchanged.
+    messages and those its boundary keeps, and followed by the round's record, which carries the
+    breaker state of `previous` (the session's last recorded round) unchanged.
     """
     compactions = compactions or {}
     visible: dict[str, tuple[bool, int]] = {
@@ -60,7 +62,8 @@ def import_events(
         boundary = compactions.get(message_id)
         before = (len(visible), sum(tokens for _, tokens in visible.values()))
         if boundary is not None:
-            replaced = [key for key, (system, _) in visible.items() if not system]
+            kept = set(boundary.kept)
+            replaced = [key for key, (system, _) in visible.items() if not system and key not in kept]
             events.extend(MessageMarked(message_id=key, excluded=True) for key in replaced)
             for key in replaced:
                 del visible[key]

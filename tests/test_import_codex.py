@@ -32,7 +32,15 @@ def _counts(path: Path) -> tuple[int, int]:
     message; the items of one model response (reasoning, assistant text and calls, up to the next user
     message or output) are one assistant message, unless they hold nothing (an empty reasoning item);
     each call left without an output gets a synthetic result."""
-    items = [r["payload"] for r in _raw(path) if r["type"] == "response_item"]
+    items: list[dict[str, Any]] = []
+    for record in _raw(path):
+        if record["type"] == "response_item":
+            items.append(record["payload"])
+        elif record["type"] == "compacted":  # its summary, and what its replacement history adds
+            said = {_text(i) for i in items if i["type"] == "message"} | {record["payload"].get("message")}
+            replacement = record["payload"].get("replacement_history") or []
+            items += [i for i in replacement if i["type"] == "message" and _text(i) not in said]
+            items.append({"type": "message", "role": "user"})
     items = [i for i in items if i["type"] == "message" or i["type"] in ASSISTANT_ITEMS or "output" in i]
     messages, calls, outputs = 0, [], set()
     group: list[dict[str, Any]] = []
@@ -54,6 +62,10 @@ def _counts(path: Path) -> tuple[int, int]:
             messages += 1
             outputs.add(item["call_id"])
     return messages + len(set(calls) - outputs), len(calls)
+
+
+def _text(item: dict[str, Any]) -> str:
+    return "".join(part.get("text", "") for part in item.get("content") or [])
 
 
 def _has_reasoning(item: dict[str, Any]) -> bool:

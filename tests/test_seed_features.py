@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import typing
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import msgspec
@@ -26,7 +28,8 @@ from planner.overflow import is_context_overflow, overflow_sizes, retry_budget
 from planner.summary import SummaryRequest
 from planner.trigger import RoundPlan
 from projection.view import View
-from transcript import Message, Store, ToolCall, Transcript
+from tests.conftest import PROJECT_ROOT
+from transcript import FormatError, Message, Store, ToolCall, Transcript
 from transcript.cli import cli
 from transcript.model import TRUNCATE, DirectiveEntry
 from transcript.model.errors import IneligiblePlan, InvalidArgument
@@ -596,3 +599,103 @@ def test_the_forced_round_is_sized_by_the_refusal() -> None:
     assert retry_budget(error, 100_000, 1_000_000) == int(100_000 * 0.95 * 200_000 / 250_000)
     assert retry_budget(RuntimeError("Input is too long."), 10_000, 1_000_000) == 8_000
     assert retry_budget(error, 100_000, 5_000) == 5_000  # never more than the caller's budget
+
+
+# 004 "跨会话装回标记" for a session Codex compacted itself: its `compacted` record is an imported
+# compaction, and the view after it is what Codex sent.
+
+CODEX = PROJECT_ROOT / "fixtures" / "formats" / "codex"
+COMPACTED = CODEX / "rollout_compacted_0.46.0_built.jsonl"
+REPLACED = CODEX / "rollout_compacted_replacement_0.63.0_built.jsonl"
+
+
+def _compacted_line(path: Path) -> tuple[int, dict[str, Any]]:
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        record = json.loads(line)
+        if record["type"] == "compacted":
+            return number, record["payload"]
+    raise AssertionError("no compacted record")
+
+
+def _texts(t: Transcript) -> list[tuple[str, str, str]]:
+    return [(m.role, m.kind, m.text) for m in t.visible_messages().messages]
+
+
+def test_codex_compacted_record_is_an_imported_compaction() -> None:
+    store = Store.open(":memory:", tokenizer="chars/4")
+    (report,) = store.import_file(COMPACTED).sessions
+    assert report.compactions == 1 and not any("'compacted' record" in w for w in report.warnings)
+    t = store.session(report.session_id)
+    (result,) = t.compact_results()
+    assert result.outcome == "full_applied" and result.strategy == "imported"
+    assert result.reason == "codex compacted" and result.tokens_after < result.tokens_before
+    line, payload = _compacted_line(COMPACTED)
+    assert [m.id for m in t.visible_messages().messages if m.kind == "summary"] == [
+        f"{report.session_id}/{line}"
+    ]
+    view = _texts(t)
+    summary = next(v for v in view if v[1] == "summary")
+    assert summary == ("user", "summary", payload["message"])
+    before = view[: view.index(summary)]
+    # What Codex rebuilds: its initial context (instructions, environment), then the user's requests.
+    assert [kind for _, kind, _ in before] == ["meta", "message", "message", "message"]
+    assert before[1][2].startswith("<environment_context>")
+    assert [text for _, _, text in before[2:]] == [
+        "Make parse_date in dates/parse.py accept ISO week dates such as 2024-W05-3.",
+        "Keep the plain YYYY-MM-DD format working too, and add a test for both.",
+    ]
+    after = view[view.index(summary) + 1 :]
+    assert [role for role, _, _ in after] == ["assistant", "tool", "assistant"]
+    assert t.stored_messages()[-1].text == after[-1][2]
+    assert len(t.stored_messages()) == report.messages  # nothing of the history is dropped
+    assert t.visible_messages().to_anthropic() and t.visible_messages().to_openai()
+
+
+def test_codex_compaction_with_a_replacement_history() -> None:
+    store = Store.open(":memory:", tokenizer="chars/4")
+    (report,) = store.import_file(REPLACED).sessions
+    t = store.session(report.session_id)
+    (result,) = t.compact_results()
+    assert result.strategy == "imported"
+    _, payload = _compacted_line(REPLACED)
+    wanted = [
+        "".join(part["text"] for part in item["content"])
+        for item in payload["replacement_history"]
+        if item["type"] == "message"
+    ]
+    view = [text for _, _, text in _texts(t)]
+    shown = view[: view.index(payload["message"]) + 1]
+    assert sorted(shown) == sorted(wanted)  # exactly the replacement history, its summary last
+    added = [m for m in t.stored_messages() if m.id.endswith("/0")]
+    assert [m.role for m in added] == ["system"]  # the one item no earlier message repeats
+    assert any("ghost_snapshot" in w for w in report.warnings)
+
+
+def test_replay_shows_a_codex_compaction_as_a_compact_point(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    runner = CliRunner()
+    imported = runner.invoke(cli, ["import", "--db", str(db), str(COMPACTED)])
+    assert imported.exit_code == 0, imported.output
+    replay = runner.invoke(cli, ["replay", "--db", str(db), "--format", "json"])
+    assert replay.exit_code == 0, replay.output
+    points = msgspec.json.decode(replay.output)
+    compact = [p for p in points if p["kind"] == "compact"]
+    assert len(compact) == 1 and compact[0]["result"]["strategy"] == "imported"
+    calls = [p for p in points if p["kind"] == "model-call"]
+    assert calls[-1]["view_tokens"] < max(p["view_tokens"] for p in calls)  # Codex sent less after it
+    text = runner.invoke(cli, ["replay", "--db", str(db)])
+    assert any(" compact " in line and "imported:" in line for line in text.output.splitlines())
+
+
+def test_a_codex_compacted_record_of_the_wrong_shape_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "rollout.jsonl"
+    lines = COMPACTED.read_text(encoding="utf-8").splitlines()
+    number, _ = _compacted_line(COMPACTED)
+    lines[number - 1] = json.dumps(
+        {"timestamp": "2025-10-20T09:00:40.000Z", "type": "compacted", "payload": {"replacement_history": 7}}
+    )
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    store = Store.open(":memory:", tokenizer="chars/4")
+    with pytest.raises(FormatError, match=f"line {number}: .*replacement_history"):
+        store.import_file(path)
+    assert store.sessions() == []

@@ -44,7 +44,9 @@ class Repair(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class ImportedCompaction(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A compaction the recorded agent made itself: its summary replaced everything visible before it.
+    """A compaction the recorded agent made itself: its summary replaced everything visible before it
+    but the messages it names in `kept` (those the agent went on sending, as Codex keeps the user's
+    requests and its initial context) and system messages.
 
     `trigger` is the agent's (`auto` or `manual`), `pre_tokens` the size it reported before compacting.
     """
@@ -53,6 +55,7 @@ class ImportedCompaction(msgspec.Struct, frozen=True, kw_only=True, omit_default
     trigger: str | None = None
     pre_tokens: int | None = None
     line: int | None = None
+    kept: tuple[str, ...] = ()
 
 
 class ParsedSession(msgspec.Struct, kw_only=True):

@@ -17,8 +17,16 @@ use — both are skipped and counted, the model kept on the assistant messages. 
 `session_meta` gives the session id (else the file's stem) and metadata. Message ids are
 `<session>/<line>`, stable as a live rollout grows. Pairing and repairs are `pairing.History`'s: an
 unanswered call gets an interrupted error result, an output that answers no pending call is kept as
-user text. Codex's own compaction (`compacted` records) is not imported as a compaction: the record is
-skipped and named in the warnings, and the view holds the whole history.
+user text.
+
+Codex's own compaction — a `compacted` record, `{"message": summary, "replacement_history": [items]?}`
+— becomes a compaction of strategy `imported` (`compactions`), so the view after it is what Codex
+sent: with `replacement_history`, those items (an item that repeats an earlier message keeps that
+message in the view; one that does not is added; the item carrying the summary, or an encrypted
+`compaction` item, is the summary message); without it (older releases), what Codex rebuilds on
+resume — its initial context (the latest instructions and environment report; system messages always
+stay), the user's requests, newest first within Codex's 20,000-token allowance, then the summary.
+Everything else before it leaves the view, and stays in the history.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from typing import Any, Final
 
 import msgspec
 
-from transcript.formats.base import BadRecord, FormatError, ParsedSession, Where
+from transcript.formats.base import BadRecord, FormatError, ImportedCompaction, ParsedSession, Where
 from transcript.formats.pairing import (
     History,
     file_time,
@@ -57,6 +65,15 @@ OUTPUT_ITEMS: Final = ("function_call_output", "custom_tool_call_output", "local
 ENVIRONMENT_PREFIX: Final = "<environment_context>"
 INSTRUCTION_PREFIXES: Final = ("# AGENTS.md instructions", "<user_instructions>")
 _META_KEYS: Final = ("cwd", "originator", "cli_version", "source", "model_provider", "git")
+# How many tokens of the user's requests Codex keeps after compacting without a replacement history
+# (`COMPACT_USER_MESSAGE_MAX_TOKENS`), counted as Codex approximates them: four bytes a token.
+KEPT_REQUEST_TOKENS: Final = 20_000
+COMPACTION_SOURCE: Final = "codex compacted"
+ENCRYPTED_SUMMARY: Final = (
+    "[Codex compacted the earlier history here; its summary is encrypted and not shown.]"
+)
+NO_SUMMARY: Final = "[Codex compacted the earlier history here without a summary.]"
+_COMPACTION_ITEMS: Final = ("compaction", "compaction_summary")
 
 
 @dataclass
@@ -83,6 +100,9 @@ class _Rollout:
         self.model: str | None = None
         self.response: _Response | None = None
         self.mtime = file_time(path)
+        self.compactions: dict[str, ImportedCompaction] = {}
+        self.replaced: set[str] = set()  # messages an earlier compaction took out of the view
+        self.notes: list[str] = []
 
     def record(self, record: Any, where: Where) -> None:
         if not isinstance(record, dict):
@@ -103,6 +123,10 @@ class _Rollout:
         elif kind == "response_item":
             self.lines.append(where.line or 0)
             where.read(self._item, payload, created_at, f"{self.session_id}/{where.line}")
+        elif kind == "compacted":
+            self.flush()
+            self.lines.append(where.line or 0)
+            where.read(self._compacted, payload, created_at, f"{self.session_id}/{where.line}", where.line)
         else:
             label = kind if kind != "event_msg" else f"event_msg {payload.get('type')}"
             self.skipped[label] += 1
@@ -162,6 +186,90 @@ class _Rollout:
         else:
             self.skipped[f"response_item {kind}"] += 1
 
+    def _compacted(
+        self, payload: dict[str, Any], created_at: datetime, message_id: str, line: int | None
+    ) -> None:
+        """Codex compacted its history here: the summary message, the messages Codex kept, the boundary."""
+        index = len(self.lines) - 1
+        summary = payload.get("message", "")
+        if not isinstance(summary, str):
+            raise BadRecord("a compacted record's 'message' must be a string")
+        replacement = payload.get("replacement_history")
+        before = [m for m in self.history.messages if m.id not in self.replaced]
+        encrypted: list[str] = []
+        if replacement is None:
+            kept = _rebuilt(before, self.notes)
+        elif isinstance(replacement, list):
+            kept, added, encrypted = self._replacement(before, replacement, summary, message_id, created_at)
+            for message in added:
+                self.history.add(message, index)
+            kept += [message.id for message in added]
+        else:
+            raise BadRecord("a compacted record's 'replacement_history' must be a list of items")
+        text = summary if summary.strip() else (ENCRYPTED_SUMMARY if encrypted else NO_SUMMARY)
+        metadata: dict[str, Any] = {"codex": "compacted"}
+        if encrypted:
+            metadata["encrypted_compaction"] = encrypted
+        message = Message(
+            id=message_id,
+            role="user",
+            kind="summary",
+            parts=(TextPart(text=text),),
+            created_at=created_at,
+            metadata=metadata,
+        )
+        self.history.add(message, index)
+        keep = set(kept)
+        self.replaced.update(m.id for m in before if m.role != "system" and m.id not in keep)
+        self.compactions[message_id] = ImportedCompaction(
+            source=COMPACTION_SOURCE, line=line, kept=tuple(kept)
+        )
+
+    def _replacement(
+        self,
+        before: list[Message],
+        items: list[Any],
+        summary: str,
+        message_id: str,
+        created_at: datetime,
+    ) -> tuple[list[str], list[Message], list[str]]:
+        """What a replacement history keeps of the earlier messages, the messages it adds, and its
+        encrypted summaries. An item that repeats an earlier message (same role, same text) keeps that
+        message; the item that carries the summary is the summary message itself."""
+        available = list(before)
+        kept: list[str] = []
+        added: list[Message] = []
+        encrypted: list[str] = []
+        for k, item in enumerate(items):
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind in _COMPACTION_ITEMS:
+                content = item.get("encrypted_content")
+                if isinstance(content, str) and content:
+                    encrypted.append(content)
+                continue
+            if kind != "message":
+                self.skipped[f"replacement_history {kind}"] += 1
+                continue
+            role = get_str(item, "role")
+            parts = _content(item.get("content"), assistant=role == "assistant")
+            text = "".join(p.text for p in parts if isinstance(p, TextPart))
+            if role == "user" and summary.strip() and text.strip() == summary.strip():
+                continue  # the summary: the summary message shows it
+            same = next(
+                (
+                    m
+                    for m in reversed(available)
+                    if _role_of(m) == role and m.text == text and not m.tool_calls
+                ),
+                None,
+            )
+            if same is not None:
+                available.remove(same)
+                kept.append(same.id)
+            else:
+                added.append(_replaced_message(role, parts, text, f"{message_id}/{k}", created_at))
+        return kept, added, encrypted
+
     def _response(self, created_at: datetime, *, new: bool = False) -> _Response:
         if new:
             self.flush()
@@ -197,6 +305,55 @@ class _Rollout:
         self.history.add(
             Where(str(self.path), self.lines[index]).check(message), index, [c.id for c in calls]
         )
+
+
+def _role_of(message: Message) -> str:
+    """The role Codex gave a stored message (a developer message is stored as a system message)."""
+    if message.role == "system":
+        return str((message.metadata or {}).get("role", "system"))
+    return message.role
+
+
+def _replaced_message(role: str, parts: list[Part], text: str, message_id: str, at: datetime) -> Message:
+    """A message of a replacement history that repeats no earlier one, mapped as a response item is."""
+    if role in ("developer", "system"):
+        message = Message.system(text, id=message_id, created_at=at)
+        return msgspec.structs.replace(message, metadata={"role": role} if role == "developer" else None)
+    if role == "user":
+        return _user(parts, message_id, at)
+    if role == "assistant":
+        return Message(id=message_id, role="assistant", parts=tuple(parts), created_at=at)
+    raise BadRecord(f"replacement_history: unknown message role {role!r}")
+
+
+def _rebuilt(before: list[Message], notes: list[str]) -> list[str]:
+    """The earlier messages Codex keeps when it compacts without a replacement history: the latest
+    instructions and environment report (its initial context, rebuilt on resume) and the user's
+    requests, newest first while they fit Codex's allowance (the one that does not fit, Codex shortens;
+    it is kept whole here, and a note says so)."""
+    instructions = [m.id for m in before if m.role == "user" and m.kind == "meta"]
+    environment = [m.id for m in before if (m.metadata or {}).get("observation") == "environment_context"]
+    requests = [
+        m
+        for m in before
+        if m.role == "user"
+        and m.kind == "message"
+        and not (m.metadata or {}).keys() & {"observation", "orphan_result"}
+    ]
+    chosen: list[str] = []
+    room = KEPT_REQUEST_TOKENS
+    for message in reversed(requests):
+        if room <= 0:
+            break
+        tokens = (len(message.text.encode()) + 3) // 4
+        chosen.append(message.id)
+        if tokens > room:
+            notes.append(
+                f"Codex kept a shortened copy of request {message.id!r} after compacting; it is kept whole"
+            )
+        room -= tokens
+    order = {m.id: n for n, m in enumerate(before)}
+    return sorted({*instructions[-1:], *environment[-1:], *chosen}, key=order.__getitem__)
 
 
 def _content(content: object, *, assistant: bool) -> list[Part]:
@@ -295,11 +452,6 @@ def parse(path: str | Path) -> list[ParsedSession]:
         f"skipped {count} {kind!r} record(s) (no conversation content)"
         for kind, count in sorted(rollout.skipped.items())
     ]
-    if rollout.skipped.get("compacted"):
-        warnings.append(
-            "Codex compacted this session itself ('compacted' records); that compaction is not imported: "
-            "the view holds the whole history"
-        )
     return [
         ParsedSession(
             session_id=rollout.session_id,
@@ -307,6 +459,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
             title=None,
             metadata=rollout.metadata,
             repairs=history.repairs,
-            warnings=history.warnings + warnings,
+            warnings=history.warnings + warnings + rollout.notes,
+            compactions=rollout.compactions,
         )
     ]

@@ -171,7 +171,9 @@ def _plan_session(
     except InvalidMessage as exc:
         raise InvalidMessage(f"{source}: session {session.session_id!r}: {exc}") from exc
     compactions = {
-        message_id: Boundary(compaction.trigger == "manual", _reason(compaction.source, compaction))
+        message_id: Boundary(
+            compaction.trigger == "manual", _reason(compaction.source, compaction), compaction.kept
+        )
         for message_id, compaction in session.compactions.items()
     }
     events.extend(
