@@ -308,6 +308,12 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     return RoundOutcome(_recorded(final, step), (step,), cursor)
 
 
+def _explained(options: RoundOptions) -> bool:
+    """Whether the caller said why the round runs (a reason, or the summary they wrote): that stays its
+    reason whatever its steps do."""
+    return options.reason is not None or options.summary is not None
+
+
 def _vetoed(store: EventStore, given: RoundInput, base: CompactResult, proposed: RoundPlan) -> RoundOutcome:
     """Record a round the host's hook vetoed: its record alone, the breaker as it was (a veto is no
     failure, and no round)."""
@@ -550,7 +556,7 @@ def _full(
         result,
         outcome="full_applied",
         strategy=_strategy(prepared),
-        reason="micro alone was not enough" if micro_done else result.reason,
+        reason="micro alone was not enough" if micro_done and not _explained(run.options) else result.reason,
         items_after=result.items_after - len(prepared.cut.summarize) + 1,
         tokens_after=tokens_after,
         delta_count=len(prepared.request.items),

@@ -9,10 +9,11 @@ from planner.economics import PRICING_PRESETS, CachePricing, RoundEconomics
 from planner.loop import LoopDecision, LoopPolicy
 from planner.micro import MicroPlan, plan_micro, stale_boundary
 from planner.observations import is_observation
-from planner.trigger import CompactAction, determine_compact_action
+from planner.trigger import BeforeCompact, CompactAction, RoundPlan, determine_compact_action
 
 __all__ = [
     "PRICING_PRESETS",
+    "BeforeCompact",
     "CachePricing",
     "CompactAction",
     "CompactConfig",
@@ -22,6 +23,7 @@ __all__ = [
     "LoopPolicy",
     "MicroPlan",
     "RoundEconomics",
+    "RoundPlan",
     "determine_compact_action",
     "is_observation",
     "plan_micro",

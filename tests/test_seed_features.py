@@ -200,6 +200,7 @@ def test_compact_string_summary(summary: str, expected: dict[str, object]) -> No
     t = _session(summarizer=never)
     result = t.compact(budget_tokens=_over(t, 0.5), summary=summary)
     assert result.outcome == "full_applied" and result.manual and result.forced
+    assert result.reason == "a summary the caller wrote"
     assert not result.fallback_used and not result.failed and result.summary_input_tokens == 0
     checkpoint = t.latest_checkpoint()
     assert checkpoint is not None and checkpoint.goal == GOAL  # the goal is still the user's task

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from transcript.model.errors import (
         ConflictError as ConflictError,
         DuplicateMessage as DuplicateMessage,
+        IneligiblePlan as IneligiblePlan,
         InvalidMessage as InvalidMessage,
         InvalidSession as InvalidSession,
         PendingToolCalls as PendingToolCalls,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
         TranscriptError as TranscriptError,
         WriteRefused as WriteRefused,
     )
+    from transcript.model.processes import ProcessSnapshot as ProcessSnapshot
     from transcript.model.result import CompactResult as CompactResult
     from transcript.model.state import SessionState as SessionState
     from transcript.session.facade import Transcript as Transcript
@@ -70,6 +72,8 @@ _EXPORTS = {
     "View": "projection.view",
     "ConflictError": "transcript.model.errors",
     "DuplicateMessage": "transcript.model.errors",
+    "IneligiblePlan": "transcript.model.errors",
+    "ProcessSnapshot": "transcript.model.processes",
     "InvalidMessage": "transcript.model.errors",
     "InvalidSession": "transcript.model.errors",
     "PendingToolCalls": "transcript.model.errors",
@@ -118,12 +122,14 @@ __all__ = [
     "FormatError",
     "ImagePart",
     "ImportReport",
+    "IneligiblePlan",
     "InvalidMessage",
     "InvalidSession",
     "LocalSummarizer",
     "Message",
     "MessageFlags",
     "PendingToolCalls",
+    "ProcessSnapshot",
     "ProjectionDirective",
     "PromptTooLong",
     "ProviderCaps",
