@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from transcript.model.events import Event
 from transcript.store.port import EventStore, NewBody, SessionWrite, Written
-from transcript.store.writer import FlagWriter
+from transcript.store.writer import writer_for
 
 __all__ = ["Written", "commit"]
 
@@ -25,5 +25,5 @@ def commit(
 ) -> Written:
     """Append one step's events in one transaction, checked against `expected_version`."""
     write = SessionWrite(session_id, expected_version, events, dict(bodies or {}))
-    (done,) = FlagWriter(store).commit([write])
+    (done,) = writer_for(store).commit([write])
     return Written.of(write, done)

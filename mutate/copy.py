@@ -18,7 +18,7 @@ from transcript.model.history import check_order
 from transcript.model.message import Message
 from transcript.model.state import ExportedBody, SessionState
 from transcript.store.port import EventStore, NewBody, SessionWrite
-from transcript.store.writer import FlagWriter
+from transcript.store.writer import writer_for
 from transcript.tokens import TokenCounter, get_counter, message_tokens
 
 
@@ -120,4 +120,4 @@ def _body(message: Message, tokens: tuple[int, ...], tokenizer: str) -> NewBody:
 
 
 def _copy(store: EventStore, session_id: str, events: list[Event], bodies: Mapping[str, NewBody]) -> None:
-    FlagWriter(store).commit([SessionWrite(session_id, 0, events, bodies)])
+    writer_for(store).commit([SessionWrite(session_id, 0, events, bodies)])

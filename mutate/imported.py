@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import NamedTuple
 
-from transcript.model.events import CompactionRecorded, Event, MessageAppended, MessageMarked
+from transcript.model.events import CompactionRecorded, Event, ImportRecorded, MessageAppended, MessageMarked
 from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry
 from transcript.store.port import Committed, EventStore, NewBody, SessionWrite
-from transcript.store.writer import FlagWriter
+from transcript.store.writer import writer_for
 
 
 class Boundary(NamedTuple):
@@ -39,6 +39,7 @@ def import_events(
     superseded: Sequence[str] = (),
     compactions: Mapping[str, Boundary] | None = None,
     previous: CompactResult | None = None,
+    source: str = "",
 ) -> list[Event]:
     """The events that bring a stored session (`stored`, with its flags) up to an imported one.
 
@@ -46,7 +47,9 @@ def import_events(
     again); then each body is appended, one in `hidden` excluded right after it. A summary named in
     `compactions` is preceded by the exclusion of every visible message before it except system
     messages and those its boundary keeps, and followed by the round's record, which carries the
-    breaker state of `previous` (the session's last recorded round) unchanged.
+    breaker state of `previous` (the session's last recorded round) unchanged. When the import hides
+    records or supersedes results, an `ImportRecorded` naming them (and the import's `source`) closes
+    the events: every mark belongs to a recorded round or a recorded import.
     """
     compactions = compactions or {}
     visible: dict[str, tuple[bool, int]] = {
@@ -76,6 +79,9 @@ def import_events(
         if boundary is not None:
             after = (len(visible), sum(tokens for _, tokens in visible.values()))
             events.append(CompactionRecorded(result=_result(boundary, before, after, previous)))
+    hid = tuple(body.message.id for body in appends if body.message.id in hidden)
+    if hid or superseded:
+        events.append(ImportRecorded(source=source, hidden=hid, superseded=tuple(superseded)))
     return events
 
 
@@ -102,4 +108,4 @@ def _result(
 
 def commit_import(store: EventStore, writes: Sequence[SessionWrite]) -> list[Committed]:
     """Write every session of one import in one transaction, marks and summaries included."""
-    return FlagWriter(store).commit(writes)
+    return writer_for(store).commit(writes)

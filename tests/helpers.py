@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from transcript import Message, Store, Transcript
-from transcript.model import MessageFlags, MessageMarked, apply_mark
+from transcript.model import CompactionRecorded, CompactResult, Event, MessageFlags, MessageMarked, apply_mark
 from transcript.store.log import EventLog
+from transcript.store.port import EventStore, NewBody
 from transcript.store.sqlite import SqliteRecorder
 
 
@@ -39,26 +40,50 @@ def fold_marks(marks: Iterable[MessageMarked]) -> dict[str, MessageFlags]:
     return flags
 
 
+def mutator_write(
+    target: Store | Transcript | EventStore,
+    session_id: str,
+    expected_version: int,
+    events: Sequence[Event],
+    bodies: Mapping[str, NewBody] | None = None,
+) -> int:
+    """Commit events through the mutator's own commit (the writer capability is the mutator's: a test
+    holds it no more than user code does); the new version."""
+    from mutate.commit import commit
+
+    store = target.events if isinstance(target, (Store, Transcript)) else target
+    return commit(store, session_id, expected_version, events, bodies).version
+
+
+def planted(marks: Sequence[MessageMarked]) -> list[Event]:
+    """Marks as a manual round records them: the marks, then the record that names them (every mark
+    belongs to a recorded round)."""
+    result = CompactResult(
+        outcome="micro_applied",
+        manual=True,
+        reason="planted by a test",
+        compacted_ids=tuple(m.message_id for m in marks),
+    )
+    return [*marks, CompactionRecorded(result=result)]
+
+
 def write_marks(
     target: Store | Transcript, session_id: str, expected_version: int, marks: Sequence[MessageMarked]
 ) -> int:
-    """Write mark events as the mutator would (tests that plant marks, good or bad); the new version."""
-    from transcript.store.port import SessionWrite
-    from transcript.store.writer import FlagWriter
-
-    (done,) = FlagWriter(target.events).commit([SessionWrite(session_id, expected_version, marks, {})])
-    return done.version
+    """Write mark events as the mutator would (tests that plant marks, good or bad), with the round
+    record that explains them; the new version."""
+    return mutator_write(target, session_id, expected_version, planted(marks))
 
 
 def append_summary(transcript: Transcript, summary: Message) -> int:
-    """Append a summary message as the mutator would (its body prepared and counted); the new version."""
+    """Append a summary message as the mutator would (its body prepared and counted, a round record
+    after it); the new version."""
     from transcript.model import MessageAppended
     from transcript.store.bodies import prepare
-    from transcript.store.port import SessionWrite
-    from transcript.store.writer import FlagWriter
 
     body = prepare(summary, transcript.counter)
     event = MessageAppended(seq=len(transcript), message_id=body.message.id, body_hash=body.hash)
-    write = SessionWrite(transcript.session_id, transcript.version, [event], {body.message.id: body})
-    (done,) = FlagWriter(transcript.events).commit([write])
-    return done.version
+    record = CompactionRecorded(result=CompactResult(outcome="full_applied", manual=True, reason="planted"))
+    return mutator_write(
+        transcript, transcript.session_id, transcript.version, [event, record], {body.message.id: body}
+    )

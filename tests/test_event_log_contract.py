@@ -22,6 +22,7 @@ from tests.backends import (
     tamper_body,
     tamper_event,
 )
+from tests.helpers import mutator_write, planted
 from transcript import ConflictError, DuplicateMessage, Message, StoreCorrupted, WriteRefused
 from transcript.model.errors import InvalidArgument
 from transcript.model.events import EVENT_ENCODER, Event, MessageAppended, MessageMarked, TitleSet
@@ -32,7 +33,7 @@ from transcript.store.log import EventLog
 from transcript.store.port import NewBody, SessionWrite, UnreadableEvent
 from transcript.store.recorder import BodyRow
 from transcript.store.verify import check
-from transcript.store.writer import FlagWriter
+from transcript.store.writer import FlagWriter, writer_for
 from transcript.tokens import get_counter
 
 COUNTER = get_counter("chars/4")
@@ -95,8 +96,14 @@ class EventLogContract(OnBackend):
             with pytest.raises(WriteRefused):
                 log.commit([SessionWrite("s", 1, [mark], {})], writer=writer)
         assert log.head("s")[0] == 1
-        FlagWriter(log).commit([SessionWrite("s", 1, [mark], {})])
-        assert log.head("s")[0] == 2
+        with pytest.raises(WriteRefused, match="mutator"):
+            FlagWriter(log)  # user code cannot make the capability
+        with pytest.raises(WriteRefused, match="mutator"):
+            writer_for(log)  # nor ask for it
+        with pytest.raises(WriteRefused, match="no compaction or import record"):
+            mutator_write(log, "s", 1, [mark])  # the mutator writes a mark only with its record
+        mutator_write(log, "s", 1, planted([mark]))
+        assert log.head("s")[0] == 3
 
     def test_a_summary_append_needs_the_writer_capability(self, log: EventLog) -> None:
         summary = msgspec.structs.replace(
@@ -179,22 +186,23 @@ class EventLogContract(OnBackend):
 
     def test_the_reads_agree(self, log: EventLog) -> None:
         append(log, "s", Message.user("one", id="u1"), Message.assistant("two", id="a1"))
-        FlagWriter(log).commit([SessionWrite("s", 2, [MessageMarked(message_id="u1", truncated=True)], {})])
+        mutator_write(log, "s", 2, planted([MessageMarked(message_id="u1", truncated=True)]))
         append(log, "s", Message.user("three", id="u2"))
         loaded = log.load("s")
         records, bodies = log.read_log("s")
         since, since_bodies = log.read_since("s", 0)
-        assert loaded.version == 4 == records[-1].version == since[-1][0]
+        assert loaded.version == 5 == records[-1].version == since[-1][0]
         assert [b.message.id for b in loaded.bodies] == ["u1", "a1", "u2"]
         assert since_bodies == bodies == {b.message.id: b for b in loaded.bodies}
-        assert loaded.events == [(3, MessageMarked(message_id="u1", truncated=True))]
+        assert loaded.events[0] == (3, MessageMarked(message_id="u1", truncated=True))
+        assert [version for version, _ in loaded.events] == [3, 4]  # the mark, then its round's record
         assert [(r.version, r.event) for r in records] == since
         assert log.read_log("s", until=2)[0] == records[:2]
 
     def test_a_damaged_mark_is_unreadable_and_other_damage_is_corrupted(self, log: EventLog) -> None:
         append(log, "s", Message.user("one", id="u1"))
-        FlagWriter(log).commit([SessionWrite("s", 1, [MessageMarked(message_id="u1", truncated=True)], {})])
-        log.commit([SessionWrite("s", 2, [TitleSet(title="named")], {})])
+        mutator_write(log, "s", 1, planted([MessageMarked(message_id="u1", truncated=True)]))
+        log.commit([SessionWrite("s", 3, [TitleSet(title="named")], {})])
         tamper_event(log, "s", 2, b'{"kind":"message_marked","message_id":')
         (mark,) = [event for _, event in log.load("s").events if isinstance(event, UnreadableEvent)]
         assert mark.kind == "message_marked"
@@ -212,9 +220,9 @@ class EventLogContract(OnBackend):
 
     def test_verify_passes_on_a_healthy_log(self, log: EventLog) -> None:
         append(log, "s", Message.user("one", id="u1"))
-        FlagWriter(log).commit([SessionWrite("s", 1, [MessageMarked(message_id="u1", truncated=True)], {})])
+        mutator_write(log, "s", 1, planted([MessageMarked(message_id="u1", truncated=True)]))
         report = check(log.recorder)
-        assert report.ok and (report.bodies, report.sessions, report.events) == (1, 1, 2)
+        assert report.ok and (report.bodies, report.sessions, report.events) == (1, 1, 3)
         assert report.heads == {"s": log.head("s")[1]}
 
     def test_verify_names_an_edited_event_and_an_edited_body(self, log: EventLog) -> None:

@@ -11,6 +11,8 @@ import asyncio
 import importlib
 import json
 import typing
+from collections.abc import Hashable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +31,26 @@ from planner.summary import SummaryRequest
 from planner.trigger import RoundPlan
 from projection.view import View
 from tests.conftest import PROJECT_ROOT
-from transcript import FormatError, Message, Store, ToolCall, Transcript
+from transcript import FormatError, Message, Store, ToolCall, Transcript, WriteRefused, verify
 from transcript.cli import cli
-from transcript.model import TRUNCATE, DirectiveEntry
+from transcript.model import (
+    EVENT_ENCODER,
+    TRUNCATE,
+    CompactionRecorded,
+    CompactResult,
+    DirectiveEntry,
+    Event,
+    ImportRecorded,
+    MessageAppended,
+    MessageMarked,
+    TitleSet,
+)
 from transcript.model.errors import IneligiblePlan, InvalidArgument
+from transcript.model.hashing import event_hash
+from transcript.model.state import ExportedEvent
+from transcript.store.explained import unexplained_marks
+from transcript.store.recorder import EventRow, RecorderWrite
+from transcript.store.writer import FlagWriter, writer_for
 
 GOAL = "make the date parser accept ISO weeks"
 
@@ -700,3 +718,149 @@ def test_a_codex_compacted_record_of_the_wrong_shape_is_refused(tmp_path: Path) 
     with pytest.raises(FormatError, match=f"line {number}: .*replacement_history"):
         store.import_file(path)
     assert store.sessions() == []
+
+
+# 004 "mutate ... 唯一写标记的出口": the writer capability is the mutator's, a mark comes only with the round
+# or import that explains it, and `verify` names a mark no round explains.
+
+
+def test_mutate_is_the_only_exit_that_writes_marks() -> None:
+    from mutate.commit import commit
+
+    t = _session()
+    victim = t.messages().entries[3].message.id
+    before = t.messages()
+    with pytest.raises(WriteRefused, match="mutator"):
+        FlagWriter(t.events)  # the capability cannot be made by user code
+    with pytest.raises(WriteRefused, match="mutator"):
+        writer_for(t.events)  # nor asked for
+    with pytest.raises(WriteRefused, match="no compaction or import record"):
+        commit(t.events, "s", t.version, [MessageMarked(message_id=victim, excluded=True)])
+    t._sync(force=True)
+    assert t.messages() == before
+
+
+def _forge(store: Store, session_id: str, event: Event) -> None:
+    """Append an event past the library, chained as the log chains it (an editor of the file could)."""
+    recorder = store.events.recorder  # type: ignore[attr-defined]
+    version, prev = store.events.head(session_id)
+    at = datetime.now(UTC).isoformat(timespec="microseconds")
+    payload = EVENT_ENCODER.encode(event)
+    row = EventRow(
+        version + 1,
+        event.kind,
+        None,
+        None,
+        at,
+        payload.decode(),
+        event_hash(prev, session_id, version + 1, at, payload),
+    )
+    recorder.insert([RecorderWrite(session_id, (version, prev), [], [row])])
+
+
+def test_verify_names_a_mark_no_round_explains(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    store = Store.open(path, tokenizer="chars/4")
+    t = store.session("s")
+    t.append(Message.system("You are a coding agent."))
+    t.append(Message.user(GOAL))
+    _grow(t, 20)
+    t.compact(budget_tokens=_over(t, 0.8))  # micro
+    t.compact(budget_tokens=_over(t, 2.0))  # full
+    store.fork("s", new_session_id="f")
+    store.restore(t.export_state(), session_id="r")
+    store.import_file(
+        PROJECT_ROOT / "fixtures" / "formats" / "claude-code" / "agent_progress_2.1_built.jsonl"
+    )
+    assert verify(path).ok  # rounds, a fork, a restore, an import with a record kept out of the view
+    victim = t.messages().entries[5].message.id
+    _forge(store, "s", MessageMarked(message_id=victim, excluded=True))
+    store.close()
+    report = verify(path)
+    (problem,) = report.problems
+    assert problem.code == "mark_unexplained" and problem.session_id == "s" and problem.message_id == victim
+
+
+def test_a_restored_state_with_an_unexplained_mark_is_refused() -> None:
+    t = _session()
+    state = t.export_state()
+    victim = t.messages().entries[3].message.id
+    forged = msgspec.structs.replace(
+        state,
+        events=(
+            *state.events,
+            ExportedEvent(
+                version=len(state.events) + 1,
+                recorded_at=state.events[-1].recorded_at,
+                event=MessageMarked(message_id=victim, excluded=True),
+            ),
+        ),
+    )
+    store = Store.open(":memory:", tokenizer="chars/4")
+    with pytest.raises(WriteRefused, match="no compaction or import record"):
+        store.restore(forged, session_id="copy")
+    assert store.sessions() == []
+
+
+def test_an_import_records_the_marks_it_writes() -> None:
+    store = Store.open(":memory:", tokenizer="chars/4")
+    (report,) = [
+        s
+        for s in store.import_file(
+            PROJECT_ROOT / "fixtures" / "formats" / "claude-code" / "agent_progress_2.1_built.jsonl"
+        ).sessions
+        if s.hidden
+    ]
+    records, _ = store.events.read_log(report.session_id)
+    (record,) = [r.event for r in records if isinstance(r.event, ImportRecorded)]
+    hidden = [e.message.id for e in store.session(report.session_id).messages().entries if e.flags.excluded]
+    assert set(record.hidden) <= set(hidden) and len(record.hidden) == report.hidden
+    assert record.source.startswith("claude-code:")
+
+
+_STEPS = st.lists(st.sampled_from(["micro", "full", "import", "forged", "append", "title"]), max_size=12)
+
+
+@given(_STEPS)
+def test_every_mark_the_mutator_writes_is_explained_and_a_forged_one_is_not(steps: list[str]) -> None:
+    """A log of steps as the mutator writes them, with marks slipped in past it: exactly those are named."""
+    events: list[tuple[int, Hashable, Event]] = []
+    forged: list[int] = []
+    summaries: set[str] = set()
+
+    def add(commit: int, *written: Event) -> None:
+        events.extend((len(events) + 1, commit, event) for event in written)
+
+    for commit, step in enumerate(steps):
+        mid = f"m{commit}"
+        if step == "micro":
+            add(
+                commit,
+                MessageMarked(message_id=mid, truncated=True),
+                CompactionRecorded(result=CompactResult(outcome="micro_applied", compacted_ids=(mid,))),
+            )
+        elif step == "full":
+            summaries.add(f"sum{commit}")
+            add(
+                commit,
+                MessageMarked(message_id=mid, excluded=True),
+                MessageAppended(seq=0, message_id=f"sum{commit}", body_hash=""),
+                CompactionRecorded(result=CompactResult(outcome="full_applied")),
+            )
+        elif step == "import":
+            add(
+                commit,
+                MessageAppended(seq=0, message_id=mid, body_hash=""),
+                MessageMarked(message_id=mid, excluded=True),
+                MessageAppended(seq=0, message_id="x", body_hash=""),
+                ImportRecorded(hidden=(mid,)),
+            )
+        elif step == "forged":
+            add(commit, MessageMarked(message_id=mid, excluded=True))
+            forged.append(len(events))
+        elif step == "append":
+            add(commit, MessageAppended(seq=0, message_id=mid, body_hash=""))
+        else:
+            add(commit, TitleSet(title=mid))
+    named = [version for version, _ in unexplained_marks(events, summaries)]
+    assert sorted(named) == forged

@@ -12,7 +12,7 @@ import pytest
 
 from planner import CompactConfig
 from planner.summary import SummaryRequest
-from tests.helpers import dump
+from tests.helpers import dump, mutator_write, planted
 from transcript import Message, Store, ToolCall, Transcript, WriteRefused
 from transcript.model import (
     CompactionRecorded,
@@ -24,7 +24,7 @@ from transcript.model import (
 )
 from transcript.store.bodies import prepare
 from transcript.store.port import NewBody, SessionWrite
-from transcript.store.writer import FlagWriter
+from transcript.store.writer import FlagWriter, writer_for
 
 
 def _grow(t: Transcript, steps: int) -> None:
@@ -89,8 +89,22 @@ def test_a_mutator_event_offered_to_the_store_without_the_capability_is_refused(
 @pytest.mark.parametrize("kind", ["mark", "record", "summary"])
 def test_the_same_event_through_the_writer_capability_is_written(session: Transcript, kind: str) -> None:
     event, bodies = MUTATOR_EVENTS[kind](session)
-    (done,) = FlagWriter(session.events).commit([SessionWrite("s", session.version, [event], bodies)])
-    assert done.version == session.version + 1
+    events = planted([event]) if isinstance(event, MessageMarked) else [event]
+    version = mutator_write(session, "s", session.version, events, bodies)
+    assert version == session.version + len(events)
+
+
+def test_user_code_cannot_make_the_writer_capability(session: Transcript) -> None:
+    before = dump(session)
+    with pytest.raises(WriteRefused, match="mutator"):
+        FlagWriter(session.events)
+    with pytest.raises(WriteRefused, match="mutator"):
+        writer_for(session.events)
+    forged = object.__new__(FlagWriter)  # past the constructor: still no capability the log takes
+    write = SessionWrite("s", session.version, [MessageMarked(message_id="x", excluded=True)], {})
+    with pytest.raises(WriteRefused):
+        session.events.commit([write], writer=forged)
+    assert dump(session) == before
 
 
 def test_facade_events_need_no_capability(session: Transcript) -> None:

@@ -89,6 +89,16 @@ class ProcessesSet(_Event, tag="processes_set", frozen=True):
     processes: tuple[ProcessSnapshot, ...] = ()
 
 
+class ImportRecorded(_Event, tag="import_recorded", frozen=True):
+    """An import wrote marks of its own: the records it keeps out of every view (`hidden`: the
+    recording says the model never saw them) and the synthetic results it `superseded` with the real
+    ones. It closes the import's events, so each of those marks belongs to a recorded import."""
+
+    source: str = ""
+    hidden: tuple[str, ...] = ()
+    superseded: tuple[str, ...] = ()
+
+
 class CapsSet(_Event, tag="caps_set", frozen=True):
     """The provider capabilities the session's views render with from here on."""
 
@@ -127,6 +137,7 @@ Event: TypeAlias = (
     | ViewServed
     | TitleSet
     | ProcessesSet
+    | ImportRecorded
 )
 
 EVENT_ENCODER: Final = msgspec.json.Encoder()

@@ -184,6 +184,7 @@ def _plan_session(
             superseded=[message.id for message in superseded],
             compactions=compactions,
             previous=live.results[-1] if live.results else None,
+            source=source,
         )
     )
     write = SessionWrite(session.session_id, loaded.version, events, prepared)

@@ -4,7 +4,8 @@ Everything a stored byte means is decided here, whatever the backend: an event's
 canonical JSON, checked to read back as the very same event; each session's events are hash-chained
 (the `recorded_at` text is part of the hash); a body is stored once under its id, with its record
 digest, and the same id with another record is `DuplicateMessage` in any session; marks, summaries
-and compaction records need the mutator's writer capability; a write names the version it expects
+and compaction records need the mutator's writer capability, and a mark comes only with the record that
+explains it (`transcript.store.explained`); a write names the version it expects
 (optimistic concurrency: the loser gets `ConflictError`, nothing of its write stored). Reads decode
 tolerantly: a damaged mark is an `UnreadableEvent` the fold can live with, any other damage
 `StoreCorrupted` naming its row. The recorder below only stores and returns rows.
@@ -27,9 +28,11 @@ from transcript.model.errors import (
     StoreCorrupted,
     StoreReadOnly,
     TranscriptError,
+    WriteRefused,
 )
 from transcript.model.events import EVENT_DECODER, EVENT_ENCODER, Event, MessageAppended
 from transcript.model.hashing import GENESIS, event_hash, record_digest
+from transcript.store.explained import unexplained_marks
 from transcript.store.port import (
     Committed,
     LoadedSession,
@@ -50,6 +53,19 @@ _TOKENS_DECODER: Final = msgspec.json.Decoder(tuple[Annotated[int, msgspec.Meta(
 _MARK: Final = "message_marked"
 # How often a commit re-checks its bodies when another writer stored one of them meanwhile.
 _BODY_ATTEMPTS: Final = 3
+
+
+def refuse_unexplained_marks(writes: Sequence[SessionWrite]) -> None:
+    """Raise `WriteRefused` when a write holds a mark that no round record or import record of the same
+    write explains (`transcript.store.explained`): even the capability writes marks only with one."""
+    for write in writes:
+        summaries = {key for key, body in write.bodies.items() if body.message.kind == "summary"}
+        events = ((position, 0, event) for position, event in enumerate(write.events, start=1))
+        for position, mark in unexplained_marks(events, summaries):
+            raise WriteRefused(
+                f"session {write.session_id!r}: event {position} of the write marks {mark.message_id!r}, "
+                "and no compaction or import record of the same write explains it; nothing was written"
+            )
 
 
 class EventLog:
@@ -184,6 +200,8 @@ class EventLog:
         """
         if not is_writer(writer):
             refuse_mutator_events(writes)
+        else:
+            refuse_unexplained_marks(writes)
         if self.readonly:
             raise StoreReadOnly(f"{self.path} is open read-only; nothing was written")
         recorded_at = datetime.now(UTC).isoformat(timespec="microseconds")

@@ -16,7 +16,7 @@ from typing import NamedTuple, Protocol
 import msgspec
 
 from transcript.model.errors import WriteRefused
-from transcript.model.events import CompactionRecorded, Event, MessageAppended, MessageMarked
+from transcript.model.events import CompactionRecorded, Event, ImportRecorded, MessageAppended, MessageMarked
 from transcript.model.message import Message
 
 
@@ -221,12 +221,13 @@ class EventStore(Protocol):
 
 
 def is_mutator_event(event: Event, bodies: Mapping[str, NewBody]) -> bool:
-    """Whether only the mutator may write this event: a mark, a compaction record, a summary append.
+    """Whether only the mutator may write this event: a mark, a compaction or import record, a summary
+    append.
 
     An append whose body is not given counts as one too: without the body nobody can tell it is not a
     summary (only the mutator's copies of a log append bodies the store already holds).
     """
-    if isinstance(event, (MessageMarked, CompactionRecorded)):
+    if isinstance(event, (MessageMarked, CompactionRecorded, ImportRecorded)):
         return True
     if isinstance(event, MessageAppended):
         body = bodies.get(event.message_id)

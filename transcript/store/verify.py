@@ -2,7 +2,8 @@
 
 The checks here hold for any backend, over its recorder: each body's content hash and record digest
 (its `created_at`, metadata, token counts and tokenizer), the counts against a recount (`deep=True`),
-every session's hash chain, the history columns against the payloads, each session's head row
+every session's hash chain, the history columns against the payloads, every mark against the round or
+import recorded with it (`transcript.store.explained`), each session's head row
 against its last event (so a deleted tail or a deleted session is named while the head row is
 untouched). Where the head row was edited consistently too, only an anchor kept elsewhere can tell:
 `expect_heads` compares heads with hashes the caller kept. The backend adds its own checks of its
@@ -22,8 +23,9 @@ import msgspec
 
 from transcript.model.codec import decode_message
 from transcript.model.errors import TranscriptError
-from transcript.model.events import EVENT_DECODER, MessageAppended, MessageMarked
+from transcript.model.events import EVENT_DECODER, Event, MessageAppended, MessageMarked
 from transcript.model.hashing import GENESIS, body_hash, event_hash, record_digest
+from transcript.store.explained import unexplained_marks
 from transcript.store.recorder import Problem as Problem, Recorder
 from transcript.tokens import get_counter, message_tokens
 
@@ -87,8 +89,9 @@ def check(
                 problems=tuple(storage.stop),
             )
         problems.extend(storage.before)
-        hashes = dict(_check_bodies(recorder.scan_bodies(), problems, deep))
-        sessions, events, lasts = _check_sessions(recorder.scan_events(), hashes, problems)
+        summaries: set[str] = set()
+        hashes = dict(_check_bodies(recorder.scan_bodies(), problems, deep, summaries))
+        sessions, events, lasts = _check_sessions(recorder.scan_events(), hashes, summaries, problems)
         heads = _check_heads(recorder.heads(), lasts, dict(expect_heads or {}), problems)
         problems.extend(storage.after)
     return VerifyReport(
@@ -103,8 +106,9 @@ def check(
 
 
 def _check_bodies(
-    rows: Iterable[tuple[Any, ...]], problems: list[Problem], deep: bool
+    rows: Iterable[tuple[Any, ...]], problems: list[Problem], deep: bool, summaries: set[str]
 ) -> Iterator[tuple[str, str]]:
+    """Each body's (id, stored hash), checked; the ids of summary messages are added to `summaries`."""
     for message_id, stored_hash, tokenizer, tokens, body, digest in rows:
         yield message_id, stored_hash
         report = functools.partial(_body_problem, problems, message_id)
@@ -119,6 +123,8 @@ def _check_bodies(
         except (msgspec.DecodeError, TranscriptError) as exc:
             report("body_unreadable", str(exc))
             continue
+        if message.kind == "summary":
+            summaries.add(message_id)
         if message.id != message_id:
             report("body_id", f"body says id {message.id!r}")
         actual = body_hash(message)
@@ -167,27 +173,32 @@ def _raw(value: bytes | str) -> bytes:
 
 
 def _check_sessions(
-    rows: Iterable[tuple[Any, ...]], hashes: dict[str, str], problems: list[Problem]
+    rows: Iterable[tuple[Any, ...]], hashes: dict[str, str], summaries: set[str], problems: list[Problem]
 ) -> tuple[int, int, dict[str, tuple[int, str]]]:
     # One pass over every event, grouped here: a session id damaged into text that is not UTF-8
     # could not even be sent back to the backend as a query parameter.
     total = 0
     lasts: dict[str, tuple[int, str]] = {}
     for session_id, group in itertools.groupby(rows, key=lambda row: row[0]):
-        count, last = _check_session(session_id, (row[1:] for row in group), hashes, problems)
+        count, last = _check_session(session_id, (row[1:] for row in group), hashes, summaries, problems)
         total += count
         lasts[session_id] = last
     return len(lasts), total, lasts
 
 
 def _check_session(
-    session_id: str, rows: Iterator[tuple[Any, ...]], hashes: dict[str, str], problems: list[Problem]
+    session_id: str,
+    rows: Iterator[tuple[Any, ...]],
+    hashes: dict[str, str],
+    summaries: set[str],
+    problems: list[Problem],
 ) -> tuple[int, tuple[int, str]]:
     members: set[str] = set()
     prev = GENESIS
     count = 0
     next_seq = 0
     last = (0, GENESIS)
+    read: list[tuple[int, str, Event]] = []  # every event read whole, with the commit it is of
     for version, kind, row_seq, row_message_id, recorded_at, payload, stored_hash in rows:
         count += 1
         last = (version, stored_hash)
@@ -218,6 +229,7 @@ def _check_session(
             continue
         if event.kind != kind:
             report("event_kind", f"kind column {kind!r}, payload {event.kind!r}")
+        read.append((version, recorded_at, event))
         if isinstance(event, MessageAppended):
             seq, message_id = event.seq, event.message_id
             if seq != next_seq:
@@ -245,7 +257,24 @@ def _check_session(
                 )
             if isinstance(event, MessageMarked) and event.message_id not in members:
                 report("mark_unknown", "marks a message not in the session", message_id=event.message_id)
+    _check_marks(session_id, read, summaries, problems)
     return count, last
+
+
+def _check_marks(
+    session_id: str, events: list[tuple[int, str, Event]], summaries: set[str], problems: list[Problem]
+) -> None:
+    """Name each mark of a session that no round record or import record explains (one commit is one
+    `recorded_at`: the log stamps every event of a commit with the same)."""
+    for version, mark in unexplained_marks(events, summaries):
+        _report(
+            problems,
+            session_id,
+            version,
+            "mark_unexplained",
+            "a mark no compaction round or import recorded with it explains (written past the mutator)",
+            message_id=mark.message_id,
+        )
 
 
 def _report(

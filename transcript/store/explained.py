@@ -1,0 +1,76 @@
+"""Every mark belongs to a recorded round or a recorded import: the rule, checked at write and by `verify`.
+
+The single mutator writes marks only together with what explains them: a micro step's marks
+(truncations, directives superseded) right before the round's record that names them (`compacted_ids`);
+a full step's exclusions right before the summary it appends (the round's product, which only the
+mutator may append; its record follows); an imported compaction's likewise; the records an import
+keeps out of the view and the synthetic results it supersedes before the import's record
+(`ImportRecorded`, which names them, later in the same commit). Between a mark and its round's record
+only marks and appends may come. The previous release committed a step's marks and its record one
+after the other, and a fork of it may have copied a step without its record: such logs pass
+unchanged. The log refuses a write holding a mark nothing explains; `verify` names one (a mark written
+past the library).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Hashable, Iterable, Iterator
+
+from transcript.model.events import (
+    CompactionRecorded,
+    Event,
+    ImportRecorded,
+    MessageAppended,
+    MessageMarked,
+)
+
+Marked = tuple[int, MessageMarked]
+
+
+def unexplained_marks(
+    events: Iterable[tuple[int, Hashable, Event]], summaries: Container[str]
+) -> Iterator[Marked]:
+    """The marks of a session's events — each `(version, commit, event)`, `commit` naming the commit
+    it was written in — that no record explains; `summaries` holds the ids of summary messages."""
+    pending: list[Marked] = []  # marks since the last event that is neither a mark nor an append
+    run: list[Marked] = []  # the marks right before the current event
+    for_import: list[Marked] = []  # exclusions no round explains: an import record of their commit may
+    commit: Hashable = None
+    for version, unit, event in events:
+        if unit != commit:  # marks may wait for their record across commits; a summary's, not
+            yield from for_import
+            for_import, run, commit = [], [], unit
+        if isinstance(event, MessageMarked):
+            pending.append((version, event))
+            run.append((version, event))
+            continue
+        if isinstance(event, MessageAppended):
+            if event.message_id in summaries:  # a full step: the exclusions right before its summary
+                ran = {version for version, _ in run}
+                pending = [item for item in pending if not (item[0] in ran and _excludes_only(item[1]))]
+            run = []
+            continue
+        if isinstance(event, CompactionRecorded):
+            named = event.result.compacted_ids
+            for item in pending:
+                if item[1].message_id in named:
+                    continue
+                if _excludes_only(item[1]):
+                    for_import.append(item)
+                else:
+                    yield item
+        elif isinstance(event, ImportRecorded):
+            named_ids = {*event.hidden, *event.superseded}
+            for item in [*for_import, *pending]:
+                if not (_excludes_only(item[1]) and item[1].message_id in named_ids):
+                    yield item
+            for_import = []
+        else:
+            yield from pending
+        pending, run = [], []
+    yield from pending
+    yield from for_import
+
+
+def _excludes_only(mark: MessageMarked) -> bool:
+    return mark.excluded and not mark.truncated and mark.projection is None
