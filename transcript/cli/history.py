@@ -12,6 +12,7 @@ import msgspec
 
 from planner.config import CompactConfig
 from planner.economics import PRICING_PRESETS, CachePricing
+from planner.peers import PEERS, Peer
 from transcript.cli.options import (
     EXIT_CHECK_FAILED,
     db_option,
@@ -154,6 +155,14 @@ def _verify_served(store: Store, sid: str, fmt: str) -> None:
     default=None,
     help="Price of a summarizer's output token (default: the config's, 5).",
 )
+@click.option(
+    "--policy",
+    type=click.Choice(["shipped", *PEERS]),
+    default="shipped",
+    show_default=True,
+    help="Whose compaction decides the views: this library's (recorded in the store), or a peer's "
+    "(planner.peers; replayed in memory, nothing written).",
+)
 @format_option
 def simulate(
     file: Path,
@@ -165,12 +174,15 @@ def simulate(
     prefix: str,
     pricing: str | None,
     output_multiplier: float | None,
+    policy: str,
     fmt: str,
 ) -> None:
     """Replay a recorded session as a live loop would: one compaction round and one recorded view per
     model call. Prints the timeline and totals: tokens sent, prompt-cache reuse, prefix breaks (by
-    micro and full rounds), calls over budget, futile full rounds, and the cost against the same
-    replay with no compaction (priced with --pricing; summarizer requests included)."""
+    micro and full rounds), calls over budget, futile full rounds, the retention of later-used facts,
+    and the cost against the same replay with no compaction (priced with --pricing; summarizer
+    requests included). With --policy PEER another framework's compaction decides the views instead
+    (replayed in memory: nothing is written, and there is no timeline)."""
     from transcript.formats import detect_format, parse
 
     config = _config(config_file, settings)
@@ -181,6 +193,9 @@ def simulate(
     parsed = [s for s in parse(file, detect_format(file)) if only is None or s.session_id == only]
     if not parsed:
         raise click.ClickException(f"{file} has no session {only!r}")
+    if policy != "shipped":
+        _simulate_peer(parsed, budget, config, PEERS[policy], prices, fmt)
+        return
     with open_store(db_path, must_exist=False) as store:
         runs = _simulate(store, parsed, budget, config, prefix)
         reports = [(run, timeline(store.events, run.session_id)) for run in runs]
@@ -216,6 +231,33 @@ def simulate(
         emit(None, fmt, text=[f"all {len(economies)} sessions", *economy_lines(*economies)])
 
 
+def _simulate_peer(
+    parsed: list[ParsedSession],
+    budget: int,
+    config: CompactConfig,
+    peer: Peer,
+    prices: CachePricing,
+    fmt: str,
+) -> None:
+    """A peer's replay of each session, in memory, with its economics against no compaction."""
+    economies = []
+    with Store.open(":memory:") as scratch:
+        for session in parsed:
+            transcript = scratch.session(session.session_id, config=config)
+            run = simulate_session(
+                transcript, session.replayable(), budget_tokens=budget, config=config, record=False, peer=peer
+            )
+            economies.append((run, economy(run, _baseline(scratch.tokenizer, session, budget), prices)))
+    if fmt != "text":
+        emit([{"totals": totals(run), "economy": _economy_data(e)} for run, e in economies], fmt)
+        return
+    for run, e in economies:
+        lines = [f"session {safe(run.session_id)} under {peer.name} ({peer.source})", *economy_lines(e), ""]
+        emit(None, fmt, text=lines)
+    if len(economies) > 1:
+        emit(None, fmt, text=[f"all {len(economies)} sessions", *economy_lines(*(e for _, e in economies))])
+
+
 def _baseline(tokenizer: str, session: ParsedSession, budget: int) -> Simulation:
     """The same replay with no compaction, in memory (nothing of it is written to the store)."""
     with Store.open(":memory:", tokenizer=tokenizer) as scratch:
@@ -229,6 +271,7 @@ def _economy_data(e: Economy) -> dict[str, Any]:
     data: dict[str, Any] = msgspec.to_builtins(e)
     data["cost_ratio"] = e.cost_ratio
     data["prefix_breaks"] = e.prefix_breaks
+    data["retention"] = e.retention
     return data
 
 
@@ -263,6 +306,8 @@ def economy_lines(*economies: Economy) -> list[str]:
     other = sum(e.other_breaks for e in economies)
     over = sum(e.over_budget_calls for e in economies)
     fitting = sum(e.over_budget_fitting for e in economies)
+    facts = sum(e.facts for e in economies)
+    kept = sum(e.facts_kept for e in economies)
     return [
         f"cost {cost:,.0f} vs {base:,.0f} never compacting: {cost / base if base else 1.0:.3f}x "
         f"(cached {prices.read:g}, uncached {prices.write:g}, summarizer output {prices.output:g})",
@@ -272,6 +317,8 @@ def economy_lines(*economies: Economy) -> list[str]:
         f"{sum(e.futile_full_rounds for e in economies)}, summarizer tokens in "
         f"{sum(e.summary_input_tokens for e in economies):,} / out "
         f"{sum(e.summary_output_tokens for e in economies):,}",
+        f"later-used facts retained {kept / facts if facts else 1.0:.1%} ({kept:,} of {facts:,}, over the "
+        "calls after the first compaction)",
     ]
 
 

@@ -23,11 +23,15 @@ import msgspec
 
 from planner.config import CompactConfig
 from planner.economics import CachePricing
+from planner.peers import Peer, PeerState, PeerTools, view_of
+from projection.digest import digest_view
 from projection.view import View
+from transcript.model.ids import utc_now
 from transcript.model.message import Message
 from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry
 from transcript.session.facade import Transcript, live_session
+from transcript.session.retention import Retention
 
 BreakKind: TypeAlias = Literal["", "micro", "full", "other"]
 
@@ -37,7 +41,10 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True):
 
     `reused_tokens` is the common prefix with the previous call's view; `break_kind` says what broke
     it when `prefix_kept` is false (the round's micro or full step, or something else). `floor_tokens`
-    is the newest step with the system messages, as stored: what no round may shorten.
+    is the newest step with the system messages, as stored: what no round may shorten. `facts` are
+    the call's relevant facts and `facts_kept` those the view held (`transcript.session.retention`);
+    `after_compaction` says a round at this call or before it changed the view, `after_summary` that
+    one wrote a summary.
     """
 
     point: int
@@ -49,6 +56,10 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True):
     prefix_kept: bool = True
     break_kind: BreakKind = ""
     floor_tokens: int = 0
+    facts: int = 0
+    facts_kept: int = 0
+    after_compaction: bool = False
+    after_summary: bool = False
 
     @property
     def full_round(self) -> bool:
@@ -110,6 +121,12 @@ class Simulation(msgspec.Struct, frozen=True, kw_only=True):
         )
 
     @property
+    def retention(self) -> float:
+        """Relevant facts the views kept, over every call after the first compaction (1.0: none)."""
+        facts = sum(call.facts for call in self.calls if call.after_compaction)
+        return sum(call.facts_kept for call in self.calls if call.after_compaction) / facts if facts else 1.0
+
+    @property
     def futile_full_rounds(self) -> int:
         """Full rounds that left the view over the budget."""
         return sum(1 for call in self.calls if call.full_round and call.view_tokens > self.budget_tokens)
@@ -136,14 +153,22 @@ def simulate(
     on_model_call: ViewCheck | None = None,
     record: bool = True,
     compact: bool = True,
+    peer: Peer | None = None,
 ) -> Simulation:
     """Append `messages` to `transcript` with one round and one (recorded) view per model call.
 
-    `compact=False` runs no round at all: the baseline the economics compare with.
+    `compact=False` runs no round at all: the baseline the economics compare with. With `peer`, the
+    peer policy decides each call's view instead (`planner.peers`): nothing of it is written, the
+    transcript only stores the messages (and no view is recorded).
     """
     calls: list[ModelCall] = []
     previous: tuple[str, ...] = ()
     quiet = CompactResult(outcome="skipped", budget_tokens=budget_tokens)
+    # Without compaction every fact is kept (P0 is 100%): nothing to measure.
+    retention = Retention(messages) if compact or peer is not None else None
+    tools = PeerTools(count=transcript.counter.count, now=utc_now, config=config or CompactConfig())
+    state = PeerState()
+    compacted = summarized = False
     index = 0
     while index < len(messages):
         message = messages[index]
@@ -151,15 +176,26 @@ def simulate(
             transcript.append(message)
             index += 1
             continue
-        result = transcript.compact(budget_tokens=budget_tokens, config=config) if compact else quiet
-        view = transcript.visible_messages(record=record)
+        live = live_session(transcript)
+        if peer is not None:
+            state, result = peer.round(state, live.snapshot(), budget_tokens, tools)
+            shown = view_of(state, live.snapshot(), tools)
+            view = View.of(shown.messages, source="canonical", tokens=shown.total)
+            digests = digest_view(shown.messages)[1]
+            counts: Sequence[int] = shown.tokens
+        else:
+            result = transcript.compact(budget_tokens=budget_tokens, config=config) if compact else quiet
+            view = transcript.visible_messages(record=record)
+            live = live_session(transcript)
+            digests = tuple(live.view_digests(view))
+            counts = live.rendered.counts() if view.source in ("persisted", "canonical") else []
         if on_model_call is not None:
             on_model_call(view, result)
-        live = live_session(transcript)
-        digests = tuple(live.view_digests(view))
         common = _common_prefix(previous, digests)
-        counts = live.rendered.counts() if view.source in ("persisted", "canonical") else []
         kept = common == len(previous)
+        compacted = compacted or result.tokens_after < result.tokens_before
+        summarized = summarized or _break_kind(result) == "full"
+        facts, facts_kept = retention.kept(index, view.messages, digests) if retention else (0, 0)
         calls.append(
             ModelCall(
                 point=transcript.version,
@@ -171,6 +207,10 @@ def simulate(
                 prefix_kept=kept,
                 break_kind="" if kept else _break_kind(result),
                 floor_tokens=live.system_tokens + _newest_step_tokens(live.entries, live.step_starts),
+                facts=facts,
+                facts_kept=facts_kept,
+                after_compaction=compacted,
+                after_summary=summarized,
             )
         )
         previous = digests
@@ -183,7 +223,7 @@ def simulate(
 
 
 def _break_kind(result: CompactResult) -> BreakKind:
-    if result.checkpoint is not None:
+    if result.checkpoint is not None and result.outcome != "shadowed":
         return "full"
     if result.compacted_count:
         return "micro"
@@ -209,7 +249,8 @@ class Economy(msgspec.Struct, frozen=True, kw_only=True):
     """What a simulated session cost against the same replay with no compaction (the baseline, P0).
 
     `reuse` is reused / sent over every call but the first (whose cache is always cold):
-    `reused_tokens` / `sent_after_first`, and the same for the baseline.
+    `reused_tokens` / `sent_after_first`, and the same for the baseline. `facts` and `facts_kept` are
+    summed over the calls after the first compaction (`retention`: their ratio).
     """
 
     session_id: str
@@ -233,6 +274,14 @@ class Economy(msgspec.Struct, frozen=True, kw_only=True):
     futile_full_rounds: int
     summary_input_tokens: int
     summary_output_tokens: int
+    facts: int = 0
+    facts_kept: int = 0
+    full_rounds: int = 0
+
+    @property
+    def retention(self) -> float:
+        """Relevant facts the views kept after the first compaction (1.0 when there was none)."""
+        return self.facts_kept / self.facts if self.facts else 1.0
 
     @property
     def cost_ratio(self) -> float:
@@ -269,6 +318,9 @@ def economy(run: Simulation, baseline: Simulation, pricing: CachePricing) -> Eco
         futile_full_rounds=run.futile_full_rounds,
         summary_input_tokens=sum(call.result.summary_input_tokens for call in run.calls),
         summary_output_tokens=sum(call.result.summary_output_tokens for call in run.calls),
+        facts=sum(call.facts for call in run.calls if call.after_compaction),
+        facts_kept=sum(call.facts_kept for call in run.calls if call.after_compaction),
+        full_rounds=sum(1 for call in run.calls if call.full_round),
     )
 
 
