@@ -4,8 +4,9 @@ What a compacted view still carries is measured on these (`transcript.session.re
 message's facts are read from everything a model is shown of it: text, reasoning, tool call
 arguments (not the tool's name, which every call repeats) and tool result text. A fact is one of:
 
-- a path: a run of `[A-Za-z0-9_.~-]` characters holding at least one `/` between them and at least
-  one letter (`src/app.py`, `/tmp/x`, `tests/`), its trailing `.` and `/` left off;
+- a path: a run of `[A-Za-z0-9_.~-]` characters with at least one `/` followed by a name, and at
+  least one letter (`src/app.py`, `/tmp/x`, `docs/api/`), its trailing `.` and `/` left off (a path
+  is one fact: its parts are not facts of their own);
 - a dotted name: names joined by dots, each starting with a letter or `_` (`fields.py`,
   `self.precision`, `os.path.join`), the word's leading and trailing `.` and `-` left off;
 - in every other word, and in the parts of a word split at `.` and `-`: an identifier with an inner
@@ -89,4 +90,3 @@ def used_facts(message: Message) -> set[str]:
     if message.role != "assistant":
         return set()
     return facts(shown_text(message, inputs_only=True))
-

@@ -11,7 +11,9 @@ message-granular common prefix with the previous call's view; a break is a call 
 common prefix is shorter than the previous view; cost is, over all calls, read × reused + write × (sent
 − reused), plus every summarizer request's input at the write price and its output at the output
 price (counted as if a model answered, also when the local summarizer did). The baseline is the same
-replay with no compaction (`compact=False`).
+replay with no compaction (`compact=False`). Retention is that of `transcript.session.retention`. With
+a peer policy (`planner.peers`) the peer decides each call's view instead, and nothing but the
+messages is written.
 """
 
 from __future__ import annotations
