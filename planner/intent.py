@@ -253,7 +253,7 @@ def _input(call: ToolCall) -> dict[str, object]:
         return call.input
     try:
         value = json.loads(call.arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # raw text, or JSON nested past what the parser follows
         return {"input": call.arguments}
     return value if isinstance(value, dict) else {"input": call.arguments}
 

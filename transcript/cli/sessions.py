@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -162,14 +164,27 @@ def _history(messages: list[Any], wire: str) -> bytes:
 
 
 def write_private(path: Path, data: bytes) -> None:
-    """Write an export readable by its owner only, as the store itself is (a file that exists keeps
-    its mode)."""
+    """Write an export readable by its owner only (mode 0600), atomically: the bytes go to a new file
+    beside the target, synced, which then replaces the target. A link planted at the path is replaced,
+    never followed, and no reader ever sees half an export."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     except OSError as exc:
         raise click.ClickException(f"cannot write {safe(str(path))}: {exc.strerror}") from exc
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise click.ClickException(f"cannot write {safe(str(path))}: {exc.strerror}") from exc
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 @click.command()

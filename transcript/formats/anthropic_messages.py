@@ -25,7 +25,15 @@ import msgspec
 
 from projection.wire.anthropic import encode_anthropic
 from transcript.formats.base import FormatError, ParsedSession, Where
-from transcript.formats.pairing import THINKING_BLOCKS, SessionBuilder, file_time, read_bytes, thinking_part
+from transcript.formats.files import as_path
+from transcript.formats.pairing import (
+    THINKING_BLOCKS,
+    SessionBuilder,
+    decode_json,
+    file_time,
+    read_bytes,
+    thinking_part,
+)
 from transcript.model import (
     DocumentPart,
     ImagePart,
@@ -42,7 +50,7 @@ _BYTE_OFFSET: Final = re.compile(r"\(byte (\d+)\)")
 
 def parse(path: str | Path) -> list[ParsedSession]:
     """The one session of an Anthropic Messages JSON file; raises `FormatError` naming the bad record."""
-    path = Path(path)
+    path = as_path(path)
     document = _decode(path)
     where = Where(str(path), None)
     messages: Any
@@ -72,7 +80,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
 def _decode(path: Path) -> Any:
     data = read_bytes(path)
     try:
-        return msgspec.json.decode(data)
+        return decode_json(data)
     except msgspec.DecodeError as exc:
         found = _BYTE_OFFSET.search(str(exc))
         line = data[: int(found.group(1))].count(b"\n") + 1 if found else None

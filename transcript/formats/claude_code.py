@@ -20,6 +20,8 @@ The `summary` record becomes the title and metadata. Bookkeeping records (`progr
 
 from __future__ import annotations
 
+import os
+import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,7 +44,8 @@ from transcript.formats.claude_code_records import (
     decode,
 )
 from transcript.formats.claude_code_thread import Branches, Thread, some
-from transcript.formats.pairing import UTF8_BOM, file_time, read_bytes
+from transcript.formats.files import ReadBudget, as_path, check_folder, read_file
+from transcript.formats.pairing import UTF8_BOM, decode_json, file_time, read_bytes
 from transcript.model import Message
 
 SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
@@ -193,10 +196,11 @@ class _Reader:
 def parse(path: str | Path) -> list[ParsedSession]:
     """The sessions of a Claude Code JSONL file and of the sub-agent files beside it: the main
     conversation, then one per sub-agent."""
-    path = Path(path)
-    files = _subagent_files(path)
+    path = as_path(path)
+    budget = ReadBudget()
+    files = _subagent_files(path, budget)
     reader = _Reader(path, frozenset(agent for agent, _, _ in files))
-    reader.read(read_bytes(path))
+    reader.read(read_bytes(path, budget))
     if not reader.session_ids:
         raise FormatError(path, None, "no user or assistant records: nothing to import")
     session_id = next(iter(reader.session_ids))
@@ -209,7 +213,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
     sessions.extend(_children(reader, reader, session_id, ids, used))
     for agent, file, meta in files:
         sub = _Reader(file, single=True)
-        sub.read(read_bytes(file))
+        sub.read(read_bytes(file, budget, follow=False))
         linked = meta or reader.agent_calls.get(agent)
         sessions.extend(_children(sub, reader, session_id, ids, used, linked=linked, agent=agent))
     if not sessions:
@@ -218,42 +222,53 @@ def parse(path: str | Path) -> list[ParsedSession]:
     return sessions
 
 
-def _subagent_files(path: Path) -> list[tuple[str, Path, str | None]]:
+def _subagent_files(path: Path, budget: ReadBudget) -> list[tuple[str, Path, str | None]]:
     """(agent id, file, the call its meta file names) of every sub-agent file beside a session file.
 
     2.1.x writes `<session>/subagents/agent-<id>.jsonl` (and `agent-<id>.meta.json`); 2.0.x wrote
     `agent-<id>.jsonl` next to the session file, which is this session's when its first record carries
-    the session's id (the file's stem).
+    the session's id (the file's stem). Every file and folder found here is opened as `files` says:
+    never through a link, regular files only, within the import's budget.
     """
     found: list[tuple[str, Path, str | None]] = []
-    folder = path.with_suffix("") / "subagents"
-    if folder.is_dir():
+    session_folder = path.with_suffix("")
+    if check_folder(session_folder) and check_folder(folder := session_folder / "subagents"):
         for file in sorted(folder.glob("agent-*.jsonl")):
             agent = file.stem.removeprefix("agent-")
-            found.append((agent, file, _meta_call(file.with_name(f"{file.stem}.meta.json"))))
+            found.append((agent, file, _meta_call(file.with_name(f"{file.stem}.meta.json"), budget)))
     if not path.name.startswith("agent-"):
         for file in sorted(path.parent.glob("agent-*.jsonl")):
-            if _first_session_id(file) == path.stem:
+            if file != path and _first_session_id(file, budget) == path.stem:
                 found.append((file.stem.removeprefix("agent-"), file, None))
     return found
 
 
-def _meta_call(meta: Path) -> str | None:
+def _meta_call(meta: Path, budget: ReadBudget) -> str | None:
+    if not os.path.lexists(meta):
+        return None
     try:
-        value = msgspec.json.decode(read_bytes(meta))
-    except (OSError, msgspec.DecodeError):
+        value = decode_json(read_bytes(meta, budget, follow=False))
+    except msgspec.DecodeError:
         return None
     call = value.get("toolUseId") if isinstance(value, dict) else None
     return call if isinstance(call, str) and call else None
 
 
-def _first_session_id(file: Path) -> str | None:
+# How much of a file beside the session is read to tell whose it is: its first record's `sessionId`
+# comes first, long before any message text.
+_PEEK_BYTES: Final = 1 << 20
+_SESSION_ID: Final = re.compile(rb'^\{(?:[^{}\[\]]*?,)?\s*"sessionId"\s*:\s*"([^"\\]*)"')
+
+
+def _first_session_id(file: Path, budget: ReadBudget) -> str | None:
+    """The `sessionId` of a file's first record, read from at most its first `_PEEK_BYTES`."""
+    first = read_file(file, budget, follow=False, peek=_PEEK_BYTES).removeprefix(UTF8_BOM)
+    first = first.split(b"\n", 1)[0]
     try:
-        with file.open("rb") as handle:
-            first = handle.readline().removeprefix(UTF8_BOM)
-        value = msgspec.json.decode(first)
-    except (OSError, msgspec.DecodeError):
-        return None
+        value = decode_json(first)
+    except msgspec.DecodeError:  # not JSON, or a first record longer than the peek: its opening keys
+        match = _SESSION_ID.search(first)
+        return match.group(1).decode("utf-8", "replace") if match else None
     session = value.get("sessionId") if isinstance(value, dict) else None
     return session if isinstance(session, str) else None
 

@@ -14,7 +14,8 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 
 from transcript.formats.base import FormatError
-from transcript.formats.pairing import LONE_SURROGATE
+from transcript.formats.pairing import LONE_SURROGATE, TOO_DEEP
+from transcript.model.nesting import may_nest_deeper, nests_deeper
 
 _Id = Annotated[str, msgspec.Meta(min_length=1)]
 _Time = Annotated[datetime, msgspec.Meta(tz=True)]
@@ -223,10 +224,15 @@ def agent_progress(record: Progress, path: Path, line: int) -> tuple[AgentProgre
 def decode(raw: bytes, path: Path, line: int) -> Line:
     """One line of the file; a `FormatError` naming the line when it is not a record we know."""
     try:
-        return _DECODER.decode(raw)
+        record = _DECODER.decode(raw)
+    except RecursionError:
+        raise FormatError(path, line, TOO_DEEP) from None
     except msgspec.ValidationError as exc:
         raise FormatError(path, line, f"not a Claude Code record: {exc}") from exc
     except msgspec.DecodeError as exc:
         surrogate = LONE_SURROGATE.search(raw.decode("utf-8", "replace"))
         hint = " (it holds a lone UTF-16 surrogate escape)" if surrogate else ""
         raise FormatError(path, line, f"not valid JSON{hint}: {exc}") from exc
+    if may_nest_deeper(raw) and nests_deeper(msgspec.json.decode(raw)):
+        raise FormatError(path, line, TOO_DEEP)
+    return record

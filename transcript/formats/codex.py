@@ -40,6 +40,7 @@ from typing import Any, Final
 import msgspec
 
 from transcript.formats.base import BadRecord, FormatError, ImportedCompaction, ParsedSession, Where
+from transcript.formats.files import as_path
 from transcript.formats.pairing import (
     History,
     file_time,
@@ -434,7 +435,7 @@ def _output(output: object) -> str:
 
 def parse(path: str | Path) -> list[ParsedSession]:
     """The one session of a Codex CLI rollout file; raises `FormatError` naming the bad line."""
-    path = Path(path)
+    path = as_path(path)
     rollout = _Rollout(path)
     seen = False
     for number, record in json_lines(path, read_bytes(path)):

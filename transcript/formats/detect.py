@@ -24,8 +24,9 @@ import msgspec
 
 from transcript.formats.base import FormatError
 from transcript.formats.codex import LINE_TYPES as _CODEX_TYPES
+from transcript.formats.files import as_path
 from transcript.formats.mini_swe_agent import FORMAT_PREFIX as _MINI_SWE_AGENT_PREFIX
-from transcript.formats.pairing import read_bytes
+from transcript.formats.pairing import decode_json, read_bytes
 from transcript.formats.registry import IMPORTERS
 
 _SNIFF_LINES: Final = 20
@@ -41,7 +42,7 @@ _ANTHROPIC_BLOCKS: Final = frozenset(
 
 def detect(path: str | Path) -> str:
     """The name of the importer (a key of `transcript.formats.IMPORTERS`) that reads this file."""
-    path = Path(path)
+    path = as_path(path)
     data = read_bytes(path)
     lines = list(islice(_lines(data), _SNIFF_LINES))
     if not lines:
@@ -86,7 +87,7 @@ def _lines(data: bytes) -> Iterator[bytes]:
 
 def _decode(data: bytes) -> Any:
     try:
-        return msgspec.json.decode(data)
+        return decode_json(data)
     except msgspec.DecodeError:
         return _NOT_JSON
 
@@ -146,7 +147,7 @@ def _line_format(record: Any) -> str | None:
 def _document_format(path: Path, data: bytes) -> str:
     """A JSON document spread over lines: its top-level shape decides."""
     try:
-        value = msgspec.json.decode(data)
+        value = decode_json(data)
     except msgspec.DecodeError as exc:
         start = data[:60].decode("utf-8", "replace")
         raise _unsure(

@@ -24,8 +24,10 @@ from typing import Any, Final
 import msgspec
 
 from transcript.formats.base import BadRecord, FormatError, ParsedSession, Repair, Where
+from transcript.formats.files import as_path
 from transcript.formats.pairing import (
     History,
+    decode_json,
     file_time,
     get_str,
     json_lines,
@@ -42,7 +44,7 @@ _HEADER_KEYS: Final = ("projectHash", "startTime", "lastUpdated", "kind")
 
 def parse(path: str | Path) -> list[ParsedSession]:
     """The one session of a Gemini CLI chat recording (JSON or JSON lines)."""
-    path = Path(path)
+    path = as_path(path)
     data = read_bytes(path)
     document = _document(data)
     if isinstance(document, dict) and "messages" in document:
@@ -81,7 +83,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
 def _document(data: bytes) -> Any:
     """The file as one JSON document, or None when it is not one (JSON lines)."""
     try:
-        return msgspec.json.decode(data)
+        return decode_json(data)
     except msgspec.DecodeError:
         return None
 

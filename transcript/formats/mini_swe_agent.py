@@ -28,6 +28,7 @@ from typing import Any, Final
 import msgspec
 
 from transcript.formats.base import BadRecord, FormatError, ParsedSession
+from transcript.formats.files import as_path
 from transcript.formats.pairing import History, decode_document, file_time, get_str, read_bytes, tool_calls
 from transcript.formats.record_lines import RecordLines
 from transcript.model import Message, TextPart
@@ -40,7 +41,7 @@ _ACTION: Final = re.compile(r"```(?:bash|mswea_bash_command)[ \t]*\n(.*?)\n?```"
 
 def parse(path: str | Path) -> list[ParsedSession]:
     """The one session of a mini-swe-agent trajectory."""
-    path = Path(path)
+    path = as_path(path)
     data = read_bytes(path)
     document = decode_document(path, data)
     info: dict[str, Any] = {}

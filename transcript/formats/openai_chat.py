@@ -24,6 +24,7 @@ import msgspec
 
 from projection.wire.openai import encode_openai
 from transcript.formats.base import FormatError, ParsedSession, Where
+from transcript.formats.files import as_path
 from transcript.formats.pairing import (
     SessionBuilder,
     data_url,
@@ -52,7 +53,7 @@ _ENCODER: Final = msgspec.json.Encoder()
 
 def parse(path: str | Path) -> list[ParsedSession]:
     """The sessions of an OpenAI chat JSONL file; raises `FormatError` naming the bad line."""
-    path = Path(path)
+    path = as_path(path)
     default_time = file_time(path)
     records = list(json_lines(path, read_bytes(path)))
     if not records:
@@ -71,7 +72,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
 
 def parse_document(path: str | Path) -> list[ParsedSession]:
     """The one session of a JSON document of OpenAI chat messages (an array, or `{"messages": [...]}`)."""
-    path = Path(path)
+    path = as_path(path)
     data = read_bytes(path)
     document = decode_document(path, data)
     key = "messages" if isinstance(document, dict) else None

@@ -35,10 +35,12 @@ from typing import Any, Final
 import msgspec
 
 from transcript.formats.base import BadRecord, FormatError, ParsedSession
+from transcript.formats.files import as_path
 from transcript.formats.pairing import (
     History,
     assistant_text,
     decode_document,
+    decode_json,
     file_time,
     get_dict,
     get_str,
@@ -65,7 +67,7 @@ _ARG_BOOKKEEPING: Final = ("thought", "blocking", "is_static", "cwd", "hidden", 
 
 def parse(path: str | Path) -> list[ParsedSession]:
     """The sessions of an OpenHands event array (one session) or evaluation JSONL (one per run)."""
-    path = Path(path)
+    path = as_path(path)
     data = read_bytes(path)
     mtime = file_time(path)
     if data.lstrip().startswith(b"["):
@@ -86,7 +88,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
 
 def _run(path: Path, raw: bytes, lineno: int, index: int, taken: set[str], mtime: datetime) -> ParsedSession:
     try:
-        run = msgspec.json.decode(raw)
+        run = decode_json(raw)
     except msgspec.DecodeError as exc:
         reason = locate_json_error(raw)[1]
         raise FormatError(path, lineno, reason or f"not valid JSON: {exc}") from exc

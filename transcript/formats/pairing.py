@@ -23,6 +23,7 @@ from typing import Any, Final, NamedTuple
 import msgspec
 
 from transcript.formats.base import BadRecord, FormatError, ParsedSession, Repair, RepairKind, Where
+from transcript.formats.files import ReadBudget, read_file
 from transcript.model import (
     INTERRUPTED_RESULT,
     ImagePart,
@@ -38,14 +39,17 @@ from transcript.model import (
     check_message,
 )
 from transcript.model.errors import InvalidMessage
+from transcript.model.nesting import MAX_JSON_DEPTH, may_nest_deeper, nests_deeper
 
 UTF8_BOM: Final = b"\xef\xbb\xbf"
+TOO_DEEP: Final = f"nested deeper than the {MAX_JSON_DEPTH} levels a stored value may have"
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, without a leading UTF-8 byte-order mark: every importer reads its file here,
-    so what detection accepts with a BOM the importer reads too."""
-    return path.read_bytes().removeprefix(UTF8_BOM)
+def read_bytes(path: Path, budget: ReadBudget | None = None, *, follow: bool = True) -> bytes:
+    """The file's bytes, without a leading UTF-8 byte-order mark: every importer reads its files here,
+    so what detection accepts with a BOM the importer reads too, and each file is opened safely
+    (`files.read_file`: a regular file within the import's `budget`; a link only when `follow`)."""
+    return read_file(path, budget, follow=follow).removeprefix(UTF8_BOM)
 
 
 def json_lines(path: Path, data: bytes) -> Iterator[tuple[int, Any]]:
@@ -54,9 +58,21 @@ def json_lines(path: Path, data: bytes) -> Iterator[tuple[int, Any]]:
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if raw.strip():
             try:
-                yield number, msgspec.json.decode(raw)
+                yield number, decode_json(raw)
             except msgspec.DecodeError as exc:
                 raise FormatError(path, number, f"not a JSON record: {exc}") from exc
+
+
+def decode_json(data: bytes | str) -> Any:
+    """msgspec's JSON decoding, with nesting deeper than the store takes (`MAX_JSON_DEPTH`, or deeper
+    than the decoder can follow) refused as a `msgspec.DecodeError` like any other fault."""
+    try:
+        value = msgspec.json.decode(data)
+    except RecursionError:
+        raise msgspec.DecodeError(TOO_DEEP) from None
+    if may_nest_deeper(data) and nests_deeper(value):
+        raise msgspec.DecodeError(TOO_DEEP)
+    return value
 
 
 def line_of(lines: Sequence[int | None]) -> Callable[[int], int | None]:
@@ -79,7 +95,7 @@ LONE_SURROGATE: Final = re.compile(
 def decode_document(path: str | Path, data: bytes) -> Any:
     """A whole-file JSON document; a `FormatError` naming the line of the first fault otherwise."""
     try:
-        return msgspec.json.decode(data)
+        return decode_json(data)
     except msgspec.DecodeError as exc:
         line, reason = locate_json_error(data)
         raise FormatError(path, line, reason or f"not valid JSON: {exc}") from exc

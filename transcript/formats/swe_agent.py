@@ -24,6 +24,7 @@ from typing import Any, Final, NamedTuple
 import msgspec
 
 from transcript.formats.base import BadRecord, FormatError, ParsedSession
+from transcript.formats.files import as_path
 from transcript.formats.pairing import (
     THINKING_BLOCKS,
     History,
@@ -62,7 +63,7 @@ class _Entry(NamedTuple):
 
 def parse(path: str | Path) -> list[ParsedSession]:
     """The one session of a SWE-agent trajectory file."""
-    path = Path(path)
+    path = as_path(path)
     data = read_bytes(path)
     document = decode_document(path, data)
     if not isinstance(document, dict) or not isinstance(document.get("history"), list):

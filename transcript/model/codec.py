@@ -14,6 +14,7 @@ import msgspec
 
 from transcript.model.errors import InvalidMessage
 from transcript.model.message import ROLES, Message, ToolCall, check_message, describe_id
+from transcript.model.nesting import MAX_JSON_DEPTH
 
 _MESSAGE_ENCODER: Final = msgspec.json.Encoder()
 MESSAGE_DECODER: Final = msgspec.json.Decoder(Message)
@@ -66,8 +67,8 @@ def normalize_message(message: Message) -> tuple[Message, bytes]:
 
 def _check_json_value(value: object, where: str, depth: int = 0) -> None:
     """Refuse what JSON cannot carry exactly (NaN, non-string keys, arbitrary objects)."""
-    if depth > 200:
-        raise InvalidMessage(f"{where}: nested deeper than 200 levels")
+    if depth > MAX_JSON_DEPTH:
+        raise InvalidMessage(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels")
     if value is None or isinstance(value, (str, bool, int)):
         return
     if isinstance(value, float):

@@ -16,6 +16,7 @@ import msgspec
 
 from transcript.model.errors import InvalidMessage
 from transcript.model.ids import new_message_id, utc_now
+from transcript.model.nesting import may_nest_deeper, nests_deeper
 from transcript.model.value import Value
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
@@ -84,11 +85,16 @@ class ToolCall(_Part, tag="tool_call", frozen=True):
     @classmethod
     def from_arguments(cls, *, id: str, name: str, arguments: str) -> ToolCall:
         """A call from a provider's argument string: parsed when it is JSON, kept raw when not."""
+        if not isinstance(arguments, str):
+            raise InvalidMessage(f"tool call arguments are a string, not {type(arguments).__name__}")
         try:
             value = msgspec.json.decode(arguments)
-        except (msgspec.DecodeError, UnicodeEncodeError):
-            # Not JSON (or not even valid Unicode, which the store refuses at append): keep it raw.
+        except (msgspec.DecodeError, UnicodeEncodeError, RecursionError):
+            # Not JSON (or not even valid Unicode, which the store refuses at append, or nested past
+            # what the decoder can follow): keep it raw.
             return cls(id=id, name=name, input=None, raw_input=arguments)
+        if may_nest_deeper(arguments) and nests_deeper(value):
+            return cls(id=id, name=name, input=None, raw_input=arguments)  # the store refuses it parsed
         return cls(id=id, name=name, input=value)
 
     @property

@@ -42,6 +42,7 @@ from transcript.session.arguments import check_text, checked_processes
 from transcript.session.fold import LiveSession
 from transcript.session.status import Overview, Status
 from transcript.store.backends import open_backend
+from transcript.store.location import absent, default_path
 from transcript.store.bodies import counted, prepare
 from transcript.store.port import EventStore, NewBody, SessionWrite, StoredBody, Written
 from transcript.tokens import CL100K, TokenCounter, get_counter
@@ -128,6 +129,10 @@ class Transcript:
         for `Store.open`.
         """
         get_counter(tokenizer)
+        check_session_id(session_id)
+        if not create and not readonly and absent(path):
+            missing = path or default_path()
+            raise SessionNotFound(f"no session {session_id!r}: there is no file {missing}")
         events = open_backend(path, readonly=readonly, timeout=timeout, synchronous=synchronous)
         try:
             return cls.attach(

@@ -11,16 +11,14 @@ the end of the file then gives way to the real result: it is excluded from the v
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
 from transcript.formats import detect_format, parse
-from transcript.formats.base import FormatError, ParsedSession, Repair
+from transcript.formats.base import ParsedSession, Repair
 from transcript.model.errors import ConflictError, InvalidArgument, InvalidMessage
 from transcript.model.events import Event, SessionStarted
 from transcript.model.ids import check_session_id
@@ -77,23 +75,11 @@ def import_file(
     return ImportReport(path=str(path), format=name, sessions=tuple(reports))
 
 
-# The largest file an import reads (recorded sessions run to tens of MB; this refuses a mistake).
-MAX_IMPORT_BYTES: Final = 1 << 30
-
-
 def _check_file(path: object) -> None:
-    """A regular file of a readable size, or a `FormatError` saying what it is instead."""
+    """A path, or `InvalidArgument`; what the path names is checked as it is read (`formats.files`:
+    a regular file of a readable size, or a `FormatError` saying what it is instead)."""
     if not isinstance(path, (str, Path)):
         raise InvalidArgument(f"import_file takes a path, not {type(path).__name__}")
-    try:
-        info = os.stat(path)
-    except (OSError, ValueError) as exc:
-        raise FormatError(path, None, f"cannot read it: {getattr(exc, 'strerror', None) or exc}") from exc
-    if not stat.S_ISREG(info.st_mode):
-        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise FormatError(path, None, f"{kind}; an import reads a recorded session file")
-    if info.st_size > MAX_IMPORT_BYTES:
-        raise FormatError(path, None, f"{info.st_size:,} bytes; an import reads at most {MAX_IMPORT_BYTES:,}")
 
 
 def import_sessions(

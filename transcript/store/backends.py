@@ -37,11 +37,13 @@ def open_recorder(
         from transcript.store.memory import MemoryRecorder
 
         return MemoryRecorder.open(target, readonly=readonly or verifying)
+    from transcript.store.connection import removed_if_failed
     from transcript.store.sqlite import SqliteRecorder
 
-    return SqliteRecorder.open(
-        target, readonly=readonly or verifying, timeout=timeout, synchronous=mode, verifying=verifying
-    )
+    with removed_if_failed(target, readonly=readonly or verifying):
+        return SqliteRecorder.open(
+            target, readonly=readonly or verifying, timeout=timeout, synchronous=mode, verifying=verifying
+        )
 
 
 def open_backend(

@@ -12,7 +12,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from transcript.model.errors import (
     StoreCorrupted,
@@ -22,7 +22,7 @@ from transcript.model.errors import (
     StoreUnavailable,
     TranscriptError,
 )
-from transcript.store.location import MEMORY
+from transcript.store.location import MEMORY, default_path
 
 Synchronous = Literal["FULL", "NORMAL", "OFF", "EXTRA"]
 
@@ -90,12 +90,67 @@ def connect(
     return conn
 
 
-def _create_private(path: str) -> None:
-    """Create an empty file readable by its owner only; an existing file keeps its mode."""
+def _create_private(path: str) -> os.stat_result | None:
+    """Create an empty file readable by its owner only, never through a link, and return what it is;
+    None when a file is there already (it keeps its mode). A link that points nowhere is refused:
+    creating the store through it would make a file where the link says, with the default mode."""
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except FileExistsError:
-        return
+        if os.path.islink(path) and not os.path.exists(path):
+            raise StoreUnavailable(
+                f"cannot create {path}: it is a symbolic link to a file that does not exist, and a store "
+                "is created only as a regular file, never through a link"
+            ) from None
+        return None
     except OSError as exc:
         raise StoreUnavailable(f"cannot create {path}: {exc.strerror}") from exc
-    os.close(fd)
+    try:
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+# What SQLite may create beside a store file.
+SIDE_FILES: Final = ("-wal", "-shm", "-journal")
+
+
+@contextlib.contextmanager
+def removed_if_failed(path: str | Path | None, *, readonly: bool) -> Iterator[None]:
+    """Run an open of `path`, creating the file first (mode 0600, never through a link); when the open
+    fails, the file it created is removed again, with what SQLite made beside it, so a failed open (a
+    full disk, a bad argument) leaves no file behind.
+
+    Only a file this call created and that is still empty is removed: one that another process opened
+    and wrote meanwhile is theirs.
+    """
+    target = default_path() if path is None else path
+    if readonly or not isinstance(target, (str, Path)) or not _nameable(str(target)):
+        yield
+        return
+    name = str(target)
+    before = {suffix for suffix in SIDE_FILES if os.path.lexists(name + suffix)}
+    created = _create_private(name)
+    try:
+        yield
+    except BaseException:
+        if created is not None:
+            _remove_created(name, created, before)
+        raise
+
+
+def _nameable(name: str) -> bool:
+    return bool(name) and name != MEMORY and "\x00" not in name
+
+
+def _remove_created(name: str, created: os.stat_result, before: set[str]) -> None:
+    try:
+        now = os.lstat(name)
+        if (now.st_dev, now.st_ino) != (created.st_dev, created.st_ino) or now.st_size != 0:
+            return
+        os.unlink(name)
+        for suffix in SIDE_FILES:
+            if suffix not in before and os.path.lexists(name + suffix):
+                os.unlink(name + suffix)
+    except OSError:
+        pass  # what cannot be removed stays; the open's own error is what the caller needs

@@ -38,3 +38,15 @@ def check_location(location: object) -> str:
     except UnicodeEncodeError as exc:
         raise InvalidArgument(f"{target!r} cannot name a file (not valid Unicode)") from exc
     return target
+
+
+def absent(location: object) -> bool:
+    """Whether `location` (None: the default) names a store file that is not there (False for the
+    in-memory stores, and for what names no file: opening it says what is wrong)."""
+    target = default_path() if location is None else location
+    if not isinstance(target, (str, Path)):
+        return False
+    name = str(target)
+    if not name or "\x00" in name or name == MEMORY or name.startswith(MEMORY_RECORDER):
+        return False
+    return not os.path.lexists(name)
