@@ -133,6 +133,8 @@ class _Round(NamedTuple):
     options: RoundOptions
     breaker: Breaker
     use_model: bool
+    # Why the host's re-injection callback gave nothing, when it failed this round (the latest ask).
+    reinject_errors: list[str]
 
     @property
     def budget(self) -> int:
@@ -262,7 +264,7 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         tokens_after = given.view_tokens + view_delta(snapshot, plan, marks, given.caps)
     result = _micro_result(result, marks, tokens_after)
     breaker_allows = options.summarizer is not None and options.summary is None and breaker.allows_model
-    run = _Round(store, given, options, breaker, breaker_allows)
+    run = _Round(store, given, options, breaker, breaker_allows, [])
     needs_full = action.kind in ("full", "micro_then_full") and (
         force or result.tokens_after / budget_tokens >= config.micro_compact_threshold
     )
@@ -571,6 +573,7 @@ def _full(
         kept_steps=_steps_in(snapshot, prepared.cut.kept),
         summarizer_error=errors.summarizer,
         parse_error=errors.parse,
+        reinject_error=run.reinject_errors[-1] if run.reinject_errors else "",
     )
     result = _with_economics(result, economics)
     after = _without(snapshot, prepared.cut.summarize)
@@ -761,7 +764,11 @@ def _summary(
     reinject: bool,
     bare: bool = False,
 ) -> NewBody:
-    files = reinjected_content(prepared, run.options.reinject, run.config, run.budget) if reinject else []
+    files: list[tuple[str, str]] = []
+    if reinject:
+        files, error = reinjected_content(prepared, run.options.reinject, run.config, run.budget)
+        if error:
+            run.reinject_errors.append(error)
     message = summary_message(prepared, checkpoint, files, message_id=message_id, now=now, bare=bare)
     return prepare(message, run.deps.counter)
 

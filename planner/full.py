@@ -9,9 +9,9 @@ caller (`now`, `new_id`), so the same inputs always give the same output.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Final
+from typing import Final, NamedTuple
 
 import msgspec
 
@@ -265,22 +265,53 @@ def summary_message(
     )
 
 
+class Reinjected(NamedTuple):
+    """What the host's re-injection callback gave (clipped), or why it gave nothing (`error`)."""
+
+    files: list[tuple[str, str]]
+    error: str = ""
+
+
 def reinjected_content(
     prepared: PreparedFull, reinject: Reinject | None, config: CompactConfig, budget_tokens: int
-) -> list[tuple[str, str]]:
+) -> Reinjected:
     """What the host re-injects (current files, skill definitions, ...), clipped to the re-injection
-    budget; the host is asked after every full step, with the paths read (possibly none)."""
+    budget; the host is asked after every full step, with the paths read (possibly none).
+
+    A callback that raises, or returns anything but (title, content) pairs of strings, is an outcome
+    of the round like a failing summarizer: the summary goes without re-injected content and the
+    error is kept (`CompactResult.reinject_error`).
+    """
     if reinject is None:
-        return []
+        return Reinjected([])
     allowance = min(config.reinject_max_tokens, budget_tokens // 10) * 4
+    try:
+        offered = _pairs(reinject(prepared.read_paths, allowance // 4))
+    except Exception as exc:  # the host's code: whatever it raises is the round's outcome
+        return Reinjected([], bounded_error(exc))
     chosen: list[tuple[str, str]] = []
-    for title, content in reinject(prepared.read_paths, allowance // 4):
+    for title, content in offered:
         if allowance <= len(title):
             break
         body = clip(content, allowance - len(title))
         chosen.append((title, body))
         allowance -= len(title) + len(body)
-    return chosen
+    return Reinjected(chosen)
+
+
+def _pairs(offered: object) -> list[tuple[str, str]]:
+    """The callback's answer as (title, content) pairs of strings; a `TypeError` saying what it was
+    instead."""
+    if isinstance(offered, (str, bytes, dict)) or not isinstance(offered, Iterable):
+        raise TypeError(f"reinject returned {type(offered).__name__}, not a list of (title, content) pairs")
+    pairs = []
+    for item in offered:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(v, str) for v in item)):
+            raise TypeError(
+                f"reinject returned an item that is not a (title, content) pair of strings: {item!r:.80}"
+            )
+        pairs.append((item[0], item[1]))
+    return pairs
 
 
 def _read_paths(messages: Sequence[Message]) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ import msgspec
 
 from planner.continuation import continuation_prompt
 from planner.overflow import is_context_overflow
+from transcript.model.arguments import check_type
 from transcript.model.errors import InvalidArgument
 from transcript.model.message import Message
 from transcript.model.result import CompactResult
@@ -128,6 +129,7 @@ class LoopPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
     def after_round(self, result: CompactResult) -> LoopDecision:
         """Before the model call: after a round that compacted the context, re-anchor or stop."""
+        check_type(result, CompactResult, "result")
         # A full step that left the view over budget (only the newest step would not fit) still
         # replaced the history with its checkpoint.
         if result.checkpoint is None or result.outcome not in ("full_applied", "over_budget_irreducible"):
@@ -144,6 +146,7 @@ class LoopPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
     def after_reply(self, snapshot: TranscriptSnapshot) -> LoopDecision:
         """After the model's reply (and the tool results appended to it): call the model again, or stop."""
+        check_type(snapshot, TranscriptSnapshot, "snapshot")
         entries = snapshot.entries
         last_reply = next((e.seq for e in reversed(entries) if e.message.role == "assistant"), None)
         if last_reply is None:

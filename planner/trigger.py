@@ -13,7 +13,7 @@ threshold the budget is defended first.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 import msgspec
 
@@ -60,11 +60,22 @@ class RoundPlan(msgspec.Struct, frozen=True, kw_only=True):
 BeforeCompact = Callable[[RoundPlan], bool | None]
 
 
+# The largest budget a round takes: far past any model's context, and small enough that every figure
+# computed from it (thresholds, prices) stays an exact float.
+MAX_BUDGET_TOKENS: Final = 1_000_000_000
+
+
 def check_budget(budget_tokens: object) -> int:
-    """A budget is a positive whole number of tokens; anything else is refused with `InvalidArgument`."""
+    """A budget is a positive whole number of tokens, at most `MAX_BUDGET_TOKENS`; anything else is
+    refused with `InvalidArgument`."""
     if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens <= 0:
         raise InvalidArgument(
             f"budget_tokens must be a positive whole number of tokens, not {budget_tokens!r}"
+        )
+    if budget_tokens > MAX_BUDGET_TOKENS:
+        raise InvalidArgument(
+            f"budget_tokens must be at most {MAX_BUDGET_TOKENS:,} tokens (a {len(str(budget_tokens))}-digit "
+            "number was given)"
         )
     return budget_tokens
 

@@ -18,13 +18,19 @@ from transcript.model.errors import TranscriptError
 
 
 class TranscriptGroup(click.Group):
-    """Turns the library's typed errors into clean one-line failures (exit 1)."""
+    """Turns every failure into a clean one-line message (exit 1), never a traceback: the library's
+    typed errors as they are, anything else named as the bug it is."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except TranscriptError as exc:
             raise click.ClickException(safe(str(exc))) from exc
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            detail = safe(f"{type(exc).__name__}: {exc}")[:500]
+            raise click.ClickException(f"internal error, please report it: {detail}") from exc
 
 
 @click.group(cls=TranscriptGroup)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from transcript.formats.base import FormatError, ParsedSession, Repair
+from transcript.formats.files import as_path
 from transcript.formats.registry import IMPORTERS
 from transcript.model.errors import InvalidArgument
 
@@ -24,14 +25,14 @@ def parse(path: str | Path, format: str) -> list[ParsedSession]:
     parser: Callable[[str | Path], list[ParsedSession]] = getattr(
         importlib.import_module(module), function or "parse"
     )
-    return parser(path)
+    return parser(as_path(path))
 
 
 def detect_format(path: str | Path) -> str:
     """The format of a file, from its content."""
     from transcript.formats.detect import detect
 
-    return detect(path)
+    return detect(as_path(path))
 
 
 __all__ = ["IMPORTERS", "FormatError", "ParsedSession", "Repair", "detect_format", "parse"]

@@ -44,6 +44,7 @@ from transcript.model import (
     ToolCall,
     ToolResult,
 )
+from transcript.model.arguments import check_items
 
 _BYTE_OFFSET: Final = re.compile(r"\(byte (\d+)\)")
 
@@ -214,4 +215,4 @@ def _tool_result(block: dict[str, Any], where: Where) -> ToolResult:
 def export(messages: Sequence[Message]) -> dict[str, Any]:
     """A session's stored history as a request-like body, `system` and `messages` (an archive: importing
     it again gives the same bodies; see `projection.wire.anthropic.encode_anthropic`)."""
-    return encode_anthropic(messages, archive=True)
+    return encode_anthropic(check_items(messages, Message, "messages"), archive=True)

@@ -46,6 +46,7 @@ from transcript.model import (
     TextPart,
     ToolResult,
 )
+from transcript.model.arguments import check_items
 
 ROLES: Final = ("system", "developer", "user", "assistant", "tool")
 _ENCODER: Final = msgspec.json.Encoder()
@@ -224,6 +225,5 @@ def _tool_result(record: dict[str, Any], where: Where) -> ToolResult:
 def export(messages: Sequence[Message]) -> str:
     """A session's stored history as OpenAI chat JSONL, one message per line (an archive: importing
     it again gives the same bodies; see `projection.wire.openai.encode_openai`)."""
-    return "".join(
-        _ENCODER.encode(record).decode() + "\n" for record in encode_openai(messages, archive=True)
-    )
+    given = check_items(messages, Message, "messages")
+    return "".join(_ENCODER.encode(record).decode() + "\n" for record in encode_openai(given, archive=True))

@@ -14,6 +14,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
+from transcript.model.arguments import check_flag, check_items, check_mapping, check_type
 from transcript.model.errors import InvalidMessage
 from transcript.model.ids import new_message_id, utc_now
 from transcript.model.nesting import may_nest_deeper, nests_deeper
@@ -85,8 +86,9 @@ class ToolCall(_Part, tag="tool_call", frozen=True):
     @classmethod
     def from_arguments(cls, *, id: str, name: str, arguments: str) -> ToolCall:
         """A call from a provider's argument string: parsed when it is JSON, kept raw when not."""
-        if not isinstance(arguments, str):
-            raise InvalidMessage(f"tool call arguments are a string, not {type(arguments).__name__}")
+        check_type(id, str, "a tool call's id")
+        check_type(name, str, "a tool call's name")
+        check_type(arguments, str, "a tool call's arguments")
         try:
             value = msgspec.json.decode(arguments)
         except (msgspec.DecodeError, UnicodeEncodeError, RecursionError):
@@ -170,6 +172,7 @@ class Message(Value, frozen=True):
     @classmethod
     def system(cls, text: str, *, id: str | None = None, created_at: datetime | None = None) -> Message:
         """A system message with one text part."""
+        check_type(text, str, "a system message's text")
         return cls._make("system", [TextPart(text=text)], id, created_at)
 
     @classmethod
@@ -182,7 +185,11 @@ class Message(Value, frozen=True):
         metadata: Mapping[str, Any] | None = None,
     ) -> Message:
         """A user message from text, or from text and media parts."""
-        parts: list[Part] = [TextPart(text=content)] if isinstance(content, str) else list(content)
+        parts: list[Part] = (
+            [TextPart(text=content)]
+            if isinstance(content, str)
+            else check_items(content, (TextPart, ImagePart, DocumentPart), "a user message's content")
+        )
         return cls._make("user", parts, id, created_at, metadata=metadata)
 
     @classmethod
@@ -197,10 +204,11 @@ class Message(Value, frozen=True):
         metadata: Mapping[str, Any] | None = None,
     ) -> Message:
         """An assistant message: optional reasoning, then text (if any), then tool calls."""
-        parts: list[Part] = list(reasoning)
+        check_type(text, str, "an assistant message's text")
+        parts: list[Part] = check_items(reasoning, (ReasoningPart, RedactedReasoningPart), "reasoning")
         if text:
             parts.append(TextPart(text=text))
-        parts.extend(tool_calls)
+        parts.extend(check_items(tool_calls, ToolCall, "tool_calls"))
         return cls._make("assistant", parts, id, created_at, metadata=metadata)
 
     @classmethod
@@ -217,6 +225,8 @@ class Message(Value, frozen=True):
         after a compaction: `LoopDecision.code`), never taken for the user's request or goal."""
         if not isinstance(reason, str) or not reason:
             raise InvalidMessage(f"a continuation's reason is a non-empty string, not {reason!r}")
+        check_type(text, str, "a continuation's text")
+        _check_identity(id, created_at)
         message = cls(
             id=id if id is not None else new_message_id(),
             role="user",
@@ -240,7 +250,14 @@ class Message(Value, frozen=True):
         created_at: datetime | None = None,
     ) -> Message:
         """A tool message answering the call `call_id`."""
-        body = content if isinstance(content, str) else tuple(content)
+        check_type(call_id, str, "call_id")
+        check_type(name, str, "a tool result's name", optional=True)
+        check_flag(is_error, "is_error")
+        body: str | tuple[ResultContent, ...] = (
+            content
+            if isinstance(content, str)
+            else tuple(check_items(content, (TextPart, ImagePart, DocumentPart), "a tool result's content"))
+        )
         part = ToolResult(call_id=call_id, content=body, name=name, is_error=is_error)
         return cls._make("tool", [part], id, created_at)
 
@@ -253,6 +270,8 @@ class Message(Value, frozen=True):
         created_at: datetime | None,
         metadata: Mapping[str, Any] | None = None,
     ) -> Message:
+        _check_identity(id, created_at)
+        check_mapping(metadata, "metadata")
         message = cls(
             id=id if id is not None else new_message_id(),
             role=role,
@@ -322,6 +341,11 @@ def check_message(message: Message) -> None:
                 raise InvalidMessage(f"{where}: tool call {part.id!r} has both input and raw_input")
         elif isinstance(part, ToolResult) and not part.call_id:
             raise InvalidMessage(f"{where}: tool result {index} needs a call id")
+
+
+def _check_identity(id: object, created_at: object) -> None:
+    check_type(id, str, "a message id", optional=True)
+    check_type(created_at, datetime, "created_at", optional=True)
 
 
 def describe_id(message: object) -> str:

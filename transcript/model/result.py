@@ -53,7 +53,8 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     Failures are kept, type and message, at most 500 characters each: `summarizer_error` is what the
     model summarizer raised this round (after its retries), `parse_error` why its reply could not be
     read as a checkpoint; `last_error` is the breaker's memory of the latest such failure, carried
-    from round to round until a round's model call succeeds.
+    from round to round until a round's model call succeeds. `reinject_error` is what the host's
+    re-injection callback raised (or why its answer was unusable): the summary went without it.
     """
 
     outcome: Outcome
@@ -92,6 +93,7 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     summarizer_error: str = ""
     parse_error: str = ""
     last_error: str = ""
+    reinject_error: str = ""
 
     @property
     def saved_tokens(self) -> int:

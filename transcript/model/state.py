@@ -12,7 +12,7 @@ from typing import Final, Literal
 
 import msgspec
 
-from transcript.model.errors import SchemaError
+from transcript.model.errors import InvalidArgument, SchemaError
 from transcript.model.events import Event
 from transcript.model.message import Message
 
@@ -53,10 +53,18 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def from_json(cls, data: bytes | str) -> SessionState:
         """A document read back from JSON; a newer format version is refused."""
+        if not isinstance(data, (bytes, bytearray, memoryview, str)):
+            raise InvalidArgument(
+                f"a session-state document is JSON bytes or text, not {type(data).__name__}"
+            )
         try:
             state = msgspec.json.decode(data, type=cls)
         except msgspec.DecodeError as exc:
             raise SchemaError(f"not a session-state document: {exc}") from exc
+        except RecursionError:
+            raise SchemaError(
+                "not a session-state document: nested deeper than a decoder can follow"
+            ) from None
         if state.format_version > STATE_VERSION:
             raise SchemaError(
                 f"session-state format {state.format_version} is newer than this release ({STATE_VERSION})"

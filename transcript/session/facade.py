@@ -24,6 +24,7 @@ from planner.micro import MicroPlan
 from planner.trigger import check_budget
 from projection.caps import caps_for
 from projection.view import View
+from transcript.model.arguments import check_callable, check_flag, check_type
 from transcript.model.checkpoint import to_markdown
 from transcript.model.errors import (
     ConflictError,
@@ -42,8 +43,8 @@ from transcript.session.arguments import check_text, checked_processes
 from transcript.session.fold import LiveSession
 from transcript.session.status import Overview, Status
 from transcript.store.backends import open_backend
-from transcript.store.location import absent, default_path
 from transcript.store.bodies import counted, prepare
+from transcript.store.location import absent, default_path
 from transcript.store.port import EventStore, NewBody, SessionWrite, StoredBody, Written
 from transcript.tokens import CL100K, TokenCounter, get_counter
 
@@ -60,6 +61,35 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 # How often recording a served view retries when another writer moves the session on meanwhile.
 _RECORD_ATTEMPTS: Final = 3
+
+
+# What `Store.session`, `Store.restore` and `Store.fork` pass on to a `Transcript`.
+SETTINGS: Final = ("config", "summarizer", "reinject", "provider", "title", "before_compact")
+
+
+# What `Transcript.open` and `Store.session` pass to `attach` themselves.
+_INTERNAL: Final = ("tokenizer", "owns_store")
+
+
+def check_settings(**settings: object) -> None:
+    """A `Transcript`'s settings, checked before anything is opened or written: `InvalidArgument` for
+    an unknown one or one of the wrong type."""
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        raise InvalidArgument(
+            f"unknown setting {', '.join(unknown)} (a Transcript takes {', '.join(SETTINGS)})"
+        )
+    check_type(settings.get("config"), CompactConfig, "config", optional=True)
+    check_callable(settings.get("summarizer"), "summarizer")
+    check_callable(settings.get("reinject"), "reinject")
+    check_callable(settings.get("before_compact"), "before_compact")
+    provider = settings.get("provider")
+    if provider is not None:
+        check_type(provider, (str, ProviderCaps), "provider")
+        caps_for(provider)  # type: ignore[arg-type]  # checked just above
+    title = settings.get("title")
+    if title is not None and (not isinstance(title, str) or not title.strip() or len(title) > 1_000):
+        raise InvalidArgument(f"a title is a non-blank string of at most 1,000 characters, not {title!r:.80}")
 
 
 class Transcript:
@@ -83,6 +113,14 @@ class Transcript:
         before_compact: BeforeCompact | None = None,
     ) -> None:
         check_session_id(session_id)
+        check_settings(
+            config=config,
+            summarizer=summarizer,
+            reinject=reinject,
+            provider=provider,
+            title=title,
+            before_compact=before_compact,
+        )
         self.events = events
         self.session_id = session_id
         self.tokenizer = tokenizer
@@ -130,6 +168,16 @@ class Transcript:
         """
         get_counter(tokenizer)
         check_session_id(session_id)
+        check_flag(readonly, "readonly")
+        check_flag(create, "create")
+        check_settings(
+            config=config,
+            summarizer=summarizer,
+            reinject=reinject,
+            provider=provider,
+            title=title,
+            before_compact=before_compact,
+        )
         if not create and not readonly and absent(path):
             missing = path or default_path()
             raise SessionNotFound(f"no session {session_id!r}: there is no file {missing}")
@@ -158,7 +206,11 @@ class Transcript:
     ) -> Transcript:
         """One session of an open event store (`settings` as for `Transcript`). Without `create`, or
         on a read-only store, a session with no events is `SessionNotFound`."""
+        if not callable(getattr(events, "commit", None)):
+            raise InvalidArgument(f"attach takes an event store, not {type(events).__name__}")
         check_session_id(session_id)
+        check_flag(create, "create")
+        check_settings(**{k: v for k, v in settings.items() if k not in _INTERNAL})
         if (not create or events.readonly) and not events.head(session_id)[0]:
             raise SessionNotFound(f"no session {session_id!r} in {events.path}")
         return cls(events, session_id, **settings)
@@ -290,6 +342,7 @@ class Transcript:
         hashes that changed since the last record) as a small event of its own, so `transcript
         replay --verify` can later prove what the model was sent.
         """
+        check_flag(record, "record")
         self._sync()
         if not record:
             return self._live.view(self.config)
@@ -317,6 +370,7 @@ class Transcript:
 
     def entry(self, message_id: str) -> Entry | None:
         """One message of the session with its counts and flags, as last read (None when absent)."""
+        check_type(message_id, str, "message_id")
         self._sync()
         position = self._live.positions.get(message_id)
         return None if position is None else self._live.entries[position]
@@ -419,8 +473,7 @@ class Transcript:
         """
         from mutate import Deps, RoundInput, micro_compact
 
-        if not isinstance(plan, MicroPlan):
-            raise InvalidArgument(f"apply_micro_plan takes a MicroPlan, not {type(plan).__name__}")
+        check_type(plan, MicroPlan, "plan")
         given = self._round_input(None)
         assert isinstance(given, RoundInput)
         deps = Deps(counter=self.counter, new_id=new_message_id, now=utc_now)
@@ -466,6 +519,7 @@ class Transcript:
         the processes as the host last registered them (`set_processes`), when it did."""
         from planner.continuation import continuation_prompt
 
+        check_type(result, CompactResult, "result", optional=True)
         chosen = result or self.latest_compact_result()
         if chosen is None:
             return ""
@@ -492,6 +546,7 @@ class Transcript:
     def set_provider(self, provider: str | ProviderCaps) -> None:
         """Render this session's views for a provider from now on; recorded as an event when it changes,
         so replay renders every point with the capabilities in force then."""
+        check_type(provider, (str, ProviderCaps), "provider")
         caps = caps_for(provider)
         self._sync()
         if caps != self._live.caps:
@@ -500,8 +555,11 @@ class Transcript:
     def set_title(self, title: str) -> None:
         """Name this session (`transcript sessions` and the `sessions` view show it); recorded as an
         event when it changes. Without one, a session is named by its first user message's opening."""
-        if not isinstance(title, str) or not title.strip() or len(title) > 1_000:
-            raise InvalidArgument(f"a title is a non-blank string of at most 1,000 characters, not {title!r}")
+        if not isinstance(title, str):
+            raise InvalidArgument(
+                f"a title is a non-blank string of at most 1,000 characters, not {title!r:.80}"
+            )
+        check_settings(title=title)
         self._sync()
         if title != self._live.title:
             self._write([TitleSet(title=title)])
@@ -595,8 +653,11 @@ class Transcript:
     ) -> RoundOptions:
         from mutate import Deps, RoundOptions
 
-        if config is not None and not isinstance(config, CompactConfig):
-            raise InvalidArgument(f"config must be a CompactConfig, not {type(config).__name__}")
+        check_type(config, CompactConfig, "config", optional=True)
+        check_flag(manual, "manual")
+        check_flag(force, "force")
+        check_flag(shadow, "shadow")
+        check_callable(summarizer, "summarizer")
         if summary is not None:
             check_text("summary", summary)
         if reason is not None:

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from transcript.model.arguments import check_flag, check_items
 from transcript.model.codec import normalize_message
 from transcript.model.errors import InvalidArgument, SessionNotFound
 from transcript.model.message import Message
 from transcript.model.state import SessionState
-from transcript.session.facade import Transcript, check_session_id
+from transcript.session.facade import Transcript, check_session_id, check_settings
 from transcript.session.importing import ImportReport, import_file
 from transcript.store.backends import open_backend
 from transcript.store.port import EventStore, SearchHit, SessionInfo
@@ -48,6 +49,7 @@ class Store:
         `tokenizer` is `cl100k_base` (exact) or `chars/4` (an estimate, only when asked for).
         """
         get_counter(tokenizer)
+        check_flag(readonly, "readonly")
         backend = open_backend(path, readonly=readonly, timeout=timeout, synchronous=synchronous)
         return cls(backend, tokenizer=tokenizer)
 
@@ -106,7 +108,8 @@ class Store:
     def stored_differently(self, messages: Sequence[Message]) -> list[str]:
         """The ids of these messages that the store already holds as another record (other content,
         time or metadata): appending them anywhere would raise `DuplicateMessage`."""
-        wanted = {message.id: normalize_message(message)[1] for message in messages}
+        given = check_items(messages, Message, "messages")
+        wanted = {message.id: normalize_message(message)[1] for message in given}
         stored = self.events.records(list(wanted))
         return [message_id for message_id, data in wanted.items() if stored.get(message_id, data) != data]
 
@@ -115,6 +118,7 @@ class Store:
 
         `settings` go to `Transcript` (`config`, `summarizer`, `reinject`, `provider`).
         """
+        check_settings(**settings)
         return Transcript.attach(self.events, session_id, create=create, tokenizer=self.tokenizer, **settings)
 
     def import_file(self, path: str | Path, format: str = "auto") -> ImportReport:
@@ -131,6 +135,7 @@ class Store:
 
         if not isinstance(state, SessionState):
             raise InvalidArgument(f"restore takes a SessionState, not {type(state).__name__}")
+        check_settings(**settings)
         target = session_id if session_id is not None else state.session_id
         check_session_id(target)
         restore_session(self.events, state, target, self.counter)
@@ -147,6 +152,7 @@ class Store:
         from mutate.copy import fork_session
 
         check_session_id(session_id)
+        check_settings(**settings)
         if at != "last" and (isinstance(at, bool) or not isinstance(at, int) or at < 1):
             raise InvalidArgument(f"at must be 'last' or a version (1 or more), not {at!r}")
         point = None if at == "last" else int(at)
