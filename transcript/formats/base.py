@@ -30,6 +30,7 @@ RepairKind: TypeAlias = Literal[
     "merged_split_message",  # one API message spread over several records was joined
     "session_end_result",  # a call that ends the session by design (OpenHands `finish`) got a plain result
     "hidden_from_view",  # a record the model never saw (a synthetic API error) is kept out of every view
+    "notice_after_results",  # a harness notice between calls and their results was stored after the results
 ]
 
 

@@ -135,7 +135,10 @@ class Thread:
         for index, result in enumerate(results):
             self._add_result(result, _derived_id(record.uuid, index), line, at)
         if others or not results:
-            self.flush()
+            step = self.step
+            waiting = step is not None and len(step.results) < len(step.calls)
+            if not (record.is_meta and not results and waiting):
+                self.flush()
             parts = [_user_part(b, self.path, line) for b in others] or [TextPart(text="")]
             kind: Literal["message", "summary", "meta"] = "meta" if record.is_meta else "message"
             if record.is_compact_summary:
@@ -147,6 +150,16 @@ class Thread:
             self._boundary = None
             message_id = _derived_id(record.uuid, len(results))
             user = Message(id=message_id, role="user", parts=tuple(parts), created_at=at, kind=kind)
+            if self.step is not None:  # a harness notice while calls wait: after their results
+                self.step.deferred.append(self._checked(user, line))
+                detail = (
+                    f"meta message {message_id!r} came between the calls of message {self.step.id!r} and "
+                    "their results; stored after the results"
+                )
+                self.repairs.append(
+                    Repair(kind="notice_after_results", detail=detail, message_id=message_id, line=line)
+                )
+                return
             self.messages.append(self._checked(user, line))
 
     def _add_result(self, block: ToolResultBlock, message_id: str, line: int, at: datetime) -> None:

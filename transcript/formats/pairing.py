@@ -5,7 +5,10 @@ place that makes a session pass `LiveSession.check_order`: a result answers the 
 unanswered call of its id in the latest step, a result that answers none is kept as user text
 (`orphan_result_as_text`), and every call still unanswered when another message follows or the
 session ends gets a synthetic `is_error` result `INTERRUPTED_RESULT` right after its step
-(`synthetic_result`) — so no session ends with calls pending, and every repair is named. A call of a
+(`synthetic_result`) — so no session ends with calls pending, and every repair is named. A harness
+notice (a system or developer message) that comes between calls and their results is no reply of the
+user's: it is stored right after the step's results (`notice_after_results`), so the calls keep their
+real results and the view shows the notice after them. A call of a
 tool that ends the session by design (`ending_tools`, OpenHands' `finish`) gets a plain result saying
 so instead (`session_end_result`): nothing went wrong. Synthetic results carry metadata
 `synthetic: true`, which lets a later import of a grown file supersede them with the real results.
@@ -310,6 +313,7 @@ class History:
         self._synthetic_id = synthetic_id
         self._pending: list[Pending] = []
         self._step: tuple[Message, int] | None = None
+        self._held: list[tuple[Callable[[], Message], int]] = []
 
     @property
     def step_id(self) -> str | None:
@@ -349,8 +353,12 @@ class History:
     def add(self, message: Message, index: int, source_ids: Sequence[str] = ()) -> None:
         """Append a message other than a tool result; an assistant's calls become pending.
 
-        `source_ids` are the file's ids of the message's calls when `unique_calls` renamed any.
+        `source_ids` are the file's ids of the message's calls when `unique_calls` renamed any. A system
+        message while calls are pending is a harness notice: held until the step's results are in.
         """
+        if message.role == "system" and self._pending:
+            self.hold(lambda: message, index)
+            return
         self.interrupt()
         self.messages.append(message)
         calls = message.tool_calls
@@ -360,6 +368,25 @@ class History:
             self._pending = [
                 Pending(s, c.id, c.name, k) for k, (s, c) in enumerate(zip(sources, calls, strict=True))
             ]
+
+    def hold(self, notice: Callable[[], Message], index: int) -> None:
+        """Keep a harness notice that came while calls are pending (`notice` makes it when it is stored,
+        so an id that depends on its place is the place it gets): it goes right after the step's last
+        result, or after the synthetic results when the step is closed without them."""
+        self._held.append((notice, index))
+
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        step = self._step[0].id if self._step else "?"
+        for notice, index in held:
+            message = notice()
+            self.messages.append(message)
+            role = (message.metadata or {}).get("role", message.role)  # a developer message says so
+            detail = (
+                f"{role} message {message.id!r} came between the calls of message {step!r} and "
+                "their results; stored after the results"
+            )
+            self.repair("notice_after_results", detail, index, message_id=message.id)
 
     def add_result(
         self,
@@ -388,6 +415,8 @@ class History:
             match.call_id, content, name=name or match.name, is_error=is_error, id=id, created_at=created_at
         )
         self.messages.append(msgspec.structs.replace(result, metadata=metadata) if metadata else result)
+        if not self._pending:
+            self._release()
 
     def interrupt(self) -> None:
         """Answer the calls still pending with synthetic results: something other than a result follows."""
@@ -432,6 +461,7 @@ class History:
             self.messages.append(message)
             self.repairs.append(repair)
         self._pending = []
+        self._release()
 
 
 class SessionBuilder:
@@ -459,17 +489,25 @@ class SessionBuilder:
         created_at: datetime,
         metadata: dict[str, Any] | None = None,
     ) -> None:
-        """Append a system, user or assistant message (answering pending calls as interrupted first)."""
+        """Append a system, user or assistant message (answering pending calls as interrupted first; a
+        system message then is a harness notice, stored after the results: `History.hold`)."""
         index = self._record(where)
+
+        def make() -> Message:
+            message = Message(
+                id=self._next_id(),
+                role=role,
+                parts=tuple(parts),
+                created_at=created_at,
+                metadata=metadata or None,
+            )
+            return where.check(message)
+
+        if role == "system" and self.history.pending_calls:
+            self.history.hold(make, index)
+            return
         self.history.interrupt()
-        message = Message(
-            id=self._next_id(),
-            role=role,
-            parts=tuple(parts),
-            created_at=created_at,
-            metadata=metadata or None,
-        )
-        self.history.add(where.check(message), index)
+        self.history.add(make(), index)
 
     def add_result(
         self, result: ToolResult, where: Where, created_at: datetime, metadata: dict[str, Any] | None = None
