@@ -62,7 +62,7 @@ BeforeCompact = Callable[[RoundPlan], bool | None]
 
 # The largest budget a round takes: far past any model's context, and small enough that every figure
 # computed from it (thresholds, prices) stays an exact float.
-MAX_BUDGET_TOKENS: Final = 1_000_000_000
+MAX_BUDGET_TOKENS: Final = 10**15
 
 
 def check_budget(budget_tokens: object) -> int:

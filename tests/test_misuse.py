@@ -527,7 +527,7 @@ def test_the_checker_sees_what_is_wrong() -> None:
 
 
 def test_a_budget_past_any_context_is_refused(world: World) -> None:
-    for budget in (10**309, 2**63, 10**10):
+    for budget in (10**309, 2**63, 10**15 + 1):
         with pytest.raises(TranscriptError, match="budget"):
             world.t.compact(budget_tokens=budget, force=True)
-    assert world.t.compact(budget_tokens=10**9).outcome  # the cap itself is a budget
+    assert world.t.compact(budget_tokens=10**15).outcome  # the cap itself is a budget
