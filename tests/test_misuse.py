@@ -2,7 +2,7 @@
 `TypeError` or `AttributeError` from somewhere inside — and stores nothing.
 
 The table below names a valid call of every public function of the facade (`Transcript`), `Store`,
-`Message` (and `ToolCall`), `LoopPolicy`, `SessionState` and the formats. Each argument in turn is
+`Message` (and `ToolCall`), `LoopPolicy`, `SessionState`, `verify` and the formats. Each argument in turn is
 replaced by every value that its annotation says is of the wrong type (an object, a number, a string,
 None, a bytes value, a list of objects, a mapping, `True` for a number), and the call must raise a
 `TranscriptError`. A test also checks that the table covers every public function, so a function
@@ -392,6 +392,11 @@ TABLE: dict[str, Row] = {
         lambda w: LoopPolicy().after_reply,
         lambda w: {"snapshot": w.t.messages()},
     ),
+    "verify": (
+        transcript.verify,
+        lambda w: transcript.verify,
+        lambda w: {"path": w.path, "deep": False, "expect_heads": {"s": w.store.head("s")[1]}},
+    ),
     "SessionState.from_json": (
         SessionState.from_json,
         lambda w: SessionState.from_json,
@@ -507,6 +512,7 @@ def test_the_table_covers_every_public_function() -> None:
     expected = {f"Transcript.{n}" for n in _public(Transcript)} | {f"Store.{n}" for n in _public(Store)}
     expected |= {f"Message.{n}" for n in _public(Message)} | {f"ToolCall.{n}" for n in _public(ToolCall)}
     expected |= {f"LoopPolicy.{n}" for n in _public(LoopPolicy)} | {"LoopPolicy", "SessionState.from_json"}
+    expected |= {"verify"}
     expected |= {
         f"formats.{n}"
         for n in transcript.formats.__all__

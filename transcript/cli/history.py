@@ -26,8 +26,9 @@ from transcript.cli.options import (
     wire_data,
     wire_option,
 )
-from transcript.cli.output import emit, safe, table
+from transcript.cli.output import echo_json, emit, safe, table
 from transcript.formats.base import ParsedSession
+from transcript.model.errors import InvalidArgument, StoreCorrupted
 from transcript.session.replay import Point, check_served, timeline, view_at
 from transcript.session.simulate import Economy, Simulation, economy, simulate as simulate_session
 from transcript.session.store import Store
@@ -88,7 +89,7 @@ def replay_command(
 def _print_view(store: Store, sid: str, at: str, wire: str, fmt: str) -> None:
     view = view_at(store.events, sid, parse_point(at))
     if wire != "neutral":
-        click.echo(msgspec.json.encode(wire_data(view, wire)).decode())
+        echo_json(msgspec.json.encode(wire_data(view, wire)).decode())
         return
     header = (
         f"session {safe(sid)} at {at}: {len(view)} messages, {view.tokens:,} tokens, source {view.source}"
@@ -460,7 +461,7 @@ def fork(db_path: str | None, session_id: str | None, at: str, new_id: str | Non
 def verify(db_path: str | None, served: bool, deep: bool, expect: tuple[str, ...], fmt: str) -> None:
     """Check the whole file: bodies (content hash, record digest, counts), every hash chain, history,
     session heads, guard triggers. Exit 3 naming the first problem."""
-    from transcript.store.verify import verify as verify_file
+    from transcript.store.verify import check_expected_heads, verify as verify_file
 
     heads = {}
     for item in expect:
@@ -468,8 +469,20 @@ def verify(db_path: str | None, served: bool, deep: bool, expect: tuple[str, ...
         if not sep or not session_id or not head:
             raise click.BadParameter(f"{safe(item)!r} is not SESSION=HASH", param_hint="--expect-head")
         heads[session_id] = head
+    try:
+        check_expected_heads(heads)
+    except InvalidArgument as exc:
+        raise click.BadParameter(safe(str(exc)), param_hint="--expect-head") from exc
     path = db_path or default_path()
-    report = verify_file(path, deep=deep, expect_heads=heads)
+    try:
+        report = verify_file(path, deep=deep, expect_heads=heads)
+    except StoreCorrupted as exc:  # not even its header reads: the check found the file damaged
+        emit(
+            {"path": str(path), "ok": False, "error": str(exc)},
+            fmt,
+            text=[f"{safe(str(path))}: FAILED: {safe(str(exc))}"],
+        )
+        raise SystemExit(EXIT_CHECK_FAILED) from exc
     drifts: list[Any] = []
     if served and report.ok:
         with open_store(path, readonly=True) as store:

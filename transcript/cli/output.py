@@ -2,11 +2,13 @@
 
 Stored text is untrusted: a tool result may hold escape sequences that would retitle the terminal,
 clear it or move the cursor. Text output shows every control character (and bidirectional override)
-escaped, keeping only newlines and tabs; JSON output stays exact, since JSON escapes them itself.
+escaped, keeping only newlines and tabs. JSON output stays exact: JSON escapes C0 controls itself, and
+on a terminal every other control, format or separator character is written as its JSON escape too.
 """
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
@@ -47,6 +49,38 @@ def safe(text: str) -> str:
     return "".join(out)
 
 
+def terminal_json(text: str) -> str:
+    """JSON text with every control, format (bidirectional overrides included) and separator character
+    written as its `\\uXXXX` escape: the same JSON value, which a terminal shows rather than obeys.
+
+    JSON escapes only C0 controls itself; a C1 control such as CSI (U+009B) or a right-to-left override
+    would otherwise reach the terminal raw. Such characters can only stand inside JSON strings, where
+    the escape means the very same character.
+    """
+    if text.isprintable():
+        return text
+    out = []
+    for char in text:
+        if char == "\n" or char.isprintable() or unicodedata.category(char) not in _UNSAFE:
+            out.append(char)
+        else:
+            code = ord(char)
+            if code > 0xFFFF:  # outside the BMP: a surrogate pair, as JSON writes it
+                code -= 0x10000
+                out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+            else:
+                out.append(f"\\u{code:04x}")
+    return "".join(out)
+
+
+_UNSAFE: Final = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs"})
+
+
+def echo_json(text: str) -> None:
+    """Write JSON text to stdout: exact, and escaped as `terminal_json` says when stdout is a terminal."""
+    click.echo(terminal_json(text) if sys.stdout.isatty() else text)
+
+
 def to_builtins(value: Any) -> Any:
     """Plain JSON-ready data from msgspec structs and containers."""
     return msgspec.to_builtins(value)
@@ -55,11 +89,11 @@ def to_builtins(value: Any) -> Any:
 def emit(data: Any, fmt: str, *, text: Iterable[str] | None = None) -> None:
     """Write data to stdout as `json` (one document), `jsonl` (one line per row) or text lines."""
     if fmt == "json":
-        click.echo(_ENCODER.encode(to_builtins(data)).decode())
+        echo_json(_ENCODER.encode(to_builtins(data)).decode())
     elif fmt == "jsonl":
         rows = data if isinstance(data, (list, tuple)) else [data]
         for row in rows:
-            click.echo(_ENCODER.encode(to_builtins(row)).decode())
+            echo_json(_ENCODER.encode(to_builtins(row)).decode())
     else:
         for line in text if text is not None else [str(data)]:
             click.echo(line)

@@ -23,7 +23,7 @@ from transcript.cli.options import (
     wire_data,
     wire_option,
 )
-from transcript.cli.output import emit, message_lines, safe, table
+from transcript.cli.output import echo_json, emit, message_lines, safe, table
 from transcript.formats import IMPORTERS
 from transcript.session.replay import view_at
 
@@ -144,7 +144,7 @@ def export(
         else:
             data = msgspec.json.encode(wire_data(t.visible_messages(), wire))
     if output is None:
-        click.echo(data.decode())
+        echo_json(data.decode())
     else:
         write_private(output, data + b"\n")
         click.echo(f"wrote {output}", err=True)

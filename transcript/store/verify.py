@@ -21,8 +21,9 @@ from typing import Any, Final
 
 import msgspec
 
+from transcript.model.arguments import check_flag, check_type
 from transcript.model.codec import decode_message
-from transcript.model.errors import TranscriptError
+from transcript.model.errors import InvalidArgument, TranscriptError
 from transcript.model.events import EVENT_DECODER, Event, MessageAppended, MessageMarked
 from transcript.model.hashing import GENESIS, body_hash, event_hash, record_digest
 from transcript.store.explained import unexplained_marks
@@ -61,15 +62,43 @@ def verify(
 
     `deep=True` also recounts every body's tokens with the tokenizer that counted them.
     `expect_heads` maps session ids to head hashes kept elsewhere (e.g. printed by `transcript
-    sessions --format json` earlier); a session whose head differs, or that is gone, is named.
+    sessions` earlier): the whole hash, or any prefix of it of at least `HEAD_PREFIX_MIN` hex digits;
+    a session whose head differs, or that is gone, is named.
     """
     from transcript.store.backends import open_recorder
 
+    check_type(path, (str, Path), "path")
+    check_flag(deep, "deep")
+    check_expected_heads(expect_heads)
     recorder = open_recorder(path, verifying=True)
     try:
         return check(recorder, deep=deep, expect_heads=expect_heads)
     finally:
         recorder.close()
+
+
+# The shortest head prefix `expect_heads` takes: 48 bits, as many as no edit can be searched to match.
+HEAD_PREFIX_MIN: Final = 12
+_HEX: Final = frozenset("0123456789abcdef")
+
+
+def check_expected_heads(expect_heads: object) -> None:
+    """`InvalidArgument` unless `expect_heads` maps session ids to hex head hashes (or prefixes of at
+    least `HEAD_PREFIX_MIN` digits)."""
+    if expect_heads is None:
+        return
+    if not isinstance(expect_heads, Mapping):
+        raise InvalidArgument(
+            f"expect_heads maps session ids to head hashes, not {type(expect_heads).__name__}"
+        )
+    for session_id, head in expect_heads.items():
+        check_type(session_id, str, "a session id in expect_heads")
+        check_type(head, str, f"the expected head of {session_id!r}")
+        if not HEAD_PREFIX_MIN <= len(head) <= 64 or not set(head.lower()) <= _HEX:
+            raise InvalidArgument(
+                f"the expected head of {session_id!r} must be {HEAD_PREFIX_MIN} to 64 hex digits "
+                f"(a head hash or its prefix), not {head!r:.80}"
+            )
 
 
 def check(
@@ -328,7 +357,7 @@ def _check_heads(
             )
     for session_id, kept in sorted(expected.items()):
         found = lasts.get(session_id, (0, None))[1]
-        if found != kept:
+        if found is None or not found.startswith(kept.lower()):
             detail = f"expected head {kept[:12]}…, " + (
                 f"found {found[:12]}…" if found else "the session is gone"
             )
