@@ -8,16 +8,16 @@ nothing is counted again and the restored view is the exported one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from transcript.model.codec import normalize_message
 from transcript.model.errors import ConflictError, InvalidArgument, InvalidMessage
 from transcript.model.events import Event, ForkedFrom, MessageAppended, MessageMarked, ViewServed
 from transcript.model.hashing import body_hash
-from transcript.model.history import check_order
+from transcript.model.history import check_order, pending_after
 from transcript.model.message import Message
 from transcript.model.state import ExportedBody, SessionState
-from transcript.store.port import EventStore, NewBody, SessionWrite
+from transcript.store.port import EventStore, LogRecord, NewBody, SessionWrite, StoredBody
 from transcript.store.writer import writer_for
 from transcript.tokens import TokenCounter, get_counter, message_tokens
 
@@ -102,6 +102,7 @@ def fork_session(store: EventStore, parent_id: str, point: int | None, session_i
     head = records[-1].version if records else 0
     if not records or (point is not None and head < point):
         raise InvalidMessage(f"session {parent_id!r} has no point {point}")
+    _check_whole_steps(store, parent_id, head, records, stored)
     tokenizers = store.tokenizers(list(stored))
     bodies = {
         message_id: _body(body.message, body.tokens, tokenizers.get(message_id, ""))
@@ -111,6 +112,31 @@ def fork_session(store: EventStore, parent_id: str, point: int | None, session_i
     events.extend(r.event for r in records if not isinstance(r.event, ViewServed))
     _copy(store, session_id, events, bodies)
     return session_id
+
+
+def _check_whole_steps(
+    store: EventStore,
+    parent_id: str,
+    point: int,
+    records: Sequence[LogRecord],
+    stored: Mapping[str, StoredBody],
+) -> None:
+    """Refuse a fork point between a step's calls and the results the parent went on to store: the fork
+    would begin with calls its own first append must answer, cut off from the answers it had."""
+    pending: dict[str, str] = {}
+    step = 0
+    for record in records:
+        event = record.event
+        if isinstance(event, MessageAppended) and event.message_id in stored:
+            message = stored[event.message_id].message
+            pending = pending_after(pending, message)
+            step = record.version if message.role == "assistant" else step
+    if pending and point < store.head(parent_id)[0]:
+        calls = ", ".join(repr(call) for call in pending)
+        raise InvalidArgument(
+            f"point {point} splits a step of {parent_id!r}: call {calls} has no result until a later "
+            f"point; fork at {step - 1} (before the step) or at a point after its results"
+        )
 
 
 def _body(message: Message, tokens: tuple[int, ...], tokenizer: str) -> NewBody:

@@ -21,6 +21,7 @@ from transcript.cli.options import (
     parse_point,
     pick_session,
     session_option,
+    shown_point,
     view_data,
     view_lines,
     wire_data,
@@ -87,7 +88,9 @@ def replay_command(
 
 
 def _print_view(store: Store, sid: str, at: str, wire: str, fmt: str) -> None:
-    view = view_at(store.events, sid, parse_point(at))
+    point = shown_point(store, sid, at)
+    at = str(point)
+    view = view_at(store.events, sid, point)
     if wire != "neutral":
         echo_json(msgspec.json.encode(wire_data(view, wire)).decode())
         return
@@ -98,8 +101,8 @@ def _print_view(store: Store, sid: str, at: str, wire: str, fmt: str) -> None:
 
 
 def _diff(store: Store, sid: str, points: tuple[str, str], fmt: str) -> None:
-    before = view_at(store.events, sid, parse_point(points[0]))
-    after = view_at(store.events, sid, parse_point(points[1]))
+    before = view_at(store.events, sid, shown_point(store, sid, points[0]))
+    after = view_at(store.events, sid, shown_point(store, sid, points[1]))
     old = {m.id: m for m in before.messages}
     new = {m.id: m for m in after.messages}
     removed = [i for i in old if i not in new]

@@ -127,3 +127,14 @@ def parse_point(point: str | None) -> int | Literal["last"]:
             f"{point!r} is neither a version number (1 or more) nor 'last'", param_hint="--at"
         )
     return value
+
+
+def shown_point(store: Store, session_id: str, at: str) -> int | Literal["last"]:
+    """The point `--at` names, on the session's timeline: a point between two is snapped back to the
+    one before it, and stderr says so."""
+    from transcript.session.replay import snap_point
+
+    point, note = snap_point(store.events, session_id, parse_point(at))
+    if note:
+        click.echo(safe(note), err=True)
+    return point

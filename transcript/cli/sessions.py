@@ -15,9 +15,9 @@ from transcript.cli.options import (
     db_option,
     format_option,
     open_store,
-    parse_point,
     pick_session,
     session_option,
+    shown_point,
     view_data,
     view_lines,
     wire_data,
@@ -112,7 +112,9 @@ def show(db_path: str | None, session_id: str | None, stored: bool, point: str |
             )
             return
         view = (
-            view_at(store.events, sid, parse_point(point)) if point else store.session(sid).visible_messages()
+            view_at(store.events, sid, shown_point(store, sid, point))
+            if point
+            else store.session(sid).visible_messages()
         )
     header = f"{safe(sid)}: {len(view)} messages, {view.tokens:,} tokens, source {view.source}"
     emit({"session": sid, "view": view_data(view)}, fmt, text=view_lines(view, header))

@@ -184,6 +184,29 @@ def describe(result: CompactResult) -> str:
     return f"{result.outcome}: {result.reason}"
 
 
+def snap_point(
+    store: EventStore, session_id: str, point: int | Literal["last"]
+) -> tuple[int | Literal["last"], str]:
+    """The point to show for `point`: itself when it is on the timeline (a model call, a compaction)
+    or the session's last version; else the timeline point before it, with a note saying so — the
+    view between two points is one no model saw (a result whose call is not in it yet, or nothing at
+    all). `TranscriptError` when no point comes at or before it."""
+    if point == "last":
+        return point, ""
+    points = [p.point for p in timeline(store, session_id)]
+    head = store.head(session_id)[0]
+    if point == head or point in points:
+        return point, ""
+    before = [p for p in points if p < point]
+    if not before or point > head:
+        first = f"its first point is {points[0]}" if points else "it has no model call or compaction yet"
+        raise TranscriptError(
+            f"session {session_id!r} has no point at or before {point} ({first}; its last is {head})"
+        )
+    note = f"point {point} is between timeline points (no model saw that view): showing point {before[-1]}"
+    return before[-1], f"{note}, the one before it"
+
+
 def view_at(store: EventStore, session_id: str, point: int | Literal["last"]) -> View:
     """The view at one point: after every event up to and including version `point`."""
     until = None if point == "last" else point
