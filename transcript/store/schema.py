@@ -192,7 +192,8 @@ VIEWS: Final = (
         ), {_FIRST_REQUEST}) AS title,
         (
             SELECT json_extract(s.payload, '$.parent_session_id') FROM events AS s
-            WHERE s.session_id = h.session_id AND s.kind = 'session_started' LIMIT 1
+            WHERE s.session_id = h.session_id AND s.kind IN ('session_started', 'forked_from')
+            ORDER BY s.version LIMIT 1
         ) AS parent_session_id,
         (SELECT min(recorded_at) FROM events AS e WHERE e.session_id = h.session_id) AS first_at,
         (SELECT max(recorded_at) FROM events AS e WHERE e.session_id = h.session_id) AS last_at,
@@ -311,6 +312,13 @@ def _json_text_and_views(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _sessions_view_fork_parent(conn: sqlite3.Connection) -> None:
+    """0004: the `sessions` view names a fork's parent (from its `forked_from` event, the first of its
+    log; an imported sub-agent's from its `session_started`). Nothing stored changes."""
+    conn.execute("DROP VIEW sessions")
+    conn.execute(VIEWS[0])
+
+
 def stored_bytes(value: object) -> bytes:
     """A stored value's bytes, whatever its SQL type (JSON text is the UTF-8 the hashes cover)."""
     return value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass")
@@ -330,6 +338,7 @@ def _build_migrations() -> list[tuple[str, Migration]]:
         ("0001_initial", _statements(initial)),
         ("0002_record_digests_and_heads", _record_digests_and_heads),
         ("0003_json_text_and_views", _json_text_and_views),
+        ("0004_sessions_view_fork_parent", _sessions_view_fork_parent),
     ]
 
 
