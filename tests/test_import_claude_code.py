@@ -29,7 +29,7 @@ from transcript.model import (
     ToolCall,
     ToolResult,
 )
-from transcript.session.importing import ImportReport
+from transcript.session.importing import ImportReport, namespaced
 
 FORMAT = "claude-code"
 BIG = CORPUS / "claude-code_ccviewer_fe5e1c67.jsonl"
@@ -284,6 +284,11 @@ def write(directory: Path, records: list[dict[str, Any]], name: str = "session.j
     return path
 
 
+def ids(*local: str, session: str = "sess") -> list[str]:
+    """The ids an import stores for these ids of the file: in the session's namespace."""
+    return [namespaced(session, message_id) for message_id in local]
+
+
 def stored(path: Path) -> tuple[ImportReport, list[list[Message]]]:
     """Import into a fresh store (so the order rules are checked) and read every session back."""
     store, report = _import(path)
@@ -302,7 +307,7 @@ def test_split_records_merge_and_parallel_results_come_in_call_order(tmp_path: P
         assistant("a4", "m2", text("done")),
     )
     report, [messages] = stored(write(tmp_path, records))
-    assert [m.id for m in messages] == ["u1", "a1", "u3", "u2", "a4"]
+    assert [m.id for m in messages] == ids("u1", "a1", "u3", "u2", "a4")
     step = messages[1]
     assert [type(p) for p in step.parts] == [TextPart, ToolCall, ToolCall]
     assert step.metadata == {"api_message_id": "m1", "model": "claude-test", "usage": usage, "records": 3}
@@ -317,10 +322,10 @@ def test_text_after_results_in_one_user_line_becomes_a_following_user_message(tm
     )
     _, [messages] = stored(write(tmp_path, records))
     assert [(m.id, m.role) for m in messages] == [
-        ("a1", "assistant"),
-        ("u1/1", "tool"),
-        ("u1", "tool"),
-        ("u1/2", "user"),
+        (ids("a1")[0], "assistant"),
+        (ids("u1/1")[0], "tool"),
+        (ids("u1")[0], "tool"),
+        (ids("u1/2")[0], "user"),
     ]
     assert messages[-1].text == "now stop" and messages[-1].kind == "message"
 
@@ -399,7 +404,9 @@ def test_unanswered_calls_get_a_named_synthetic_result_after_their_step(tmp_path
         assistant("a2", "m2", call("c3")),
     )
     report, [messages] = stored(write(tmp_path, records))
-    assert [m.id for m in messages] == ["u1", "a1", "a1/interrupted/0", "u2", "u3", "a2", "a2/interrupted/0"]
+    assert [m.id for m in messages] == ids(
+        "u1", "a1", "a1/interrupted/0", "u2", "u3", "a2", "a2/interrupted/0"
+    )
     synthetic = messages[2].tool_results[0]
     assert (synthetic.call_id, synthetic.content, synthetic.is_error) == ("c1", INTERRUPTED_RESULT, True)
     assert [(r.kind, r.call_id, r.line) for r in report.repairs] == [
@@ -419,13 +426,13 @@ def test_orphan_results_are_kept_as_meta_text_after_the_step(tmp_path: Path) -> 
     )
     report, [messages] = stored(write(tmp_path, records))
     assert [(m.id, m.role, m.kind) for m in messages] == [
-        ("u1", "user", "message"),
-        ("a1", "assistant", "message"),
-        ("u2", "user", "meta"),
-        ("a2", "assistant", "message"),
-        ("u3/1", "tool", "message"),
-        ("u3", "user", "meta"),
-        ("u4", "user", "meta"),
+        (ids("u1")[0], "user", "message"),
+        (ids("a1")[0], "assistant", "message"),
+        (ids("u2")[0], "user", "meta"),
+        (ids("a2")[0], "assistant", "message"),
+        (ids("u3/1")[0], "tool", "message"),
+        (ids("u3")[0], "user", "meta"),
+        (ids("u4")[0], "user", "meta"),
     ]
     assert "ghost" in messages[2].text and messages[2].text.endswith("lost output")
     assert messages[6].text.endswith("again")

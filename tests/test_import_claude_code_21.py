@@ -14,6 +14,7 @@ from tests.conftest import CORPUS, PROJECT_ROOT
 from tests.test_import_claude_code import assistant, call, chain, result, text, user, write
 from transcript import Store, verify
 from transcript.formats.claude_code import parse
+from transcript.session.importing import namespaced
 from transcript.session.replay import check_served, timeline, view_at
 
 FIXTURES = PROJECT_ROOT / "fixtures" / "formats" / "claude-code"
@@ -166,10 +167,11 @@ def test_an_imported_compaction_leaves_the_summary_and_not_the_history_it_replac
     transcript = store.session(session.session_id)
     stored = transcript.stored_messages()
     view = transcript.visible_messages()
-    assert [m.id for m in view.messages] == [summary["uuid"]]
+    summary_id = namespaced(session.session_id, summary["uuid"])
+    assert [m.id for m in view.messages] == [summary_id]
     assert view.messages[0].kind == "summary" and view.messages[0].text == summary["message"]["content"]
-    replaced = [m for m in stored if m.id != summary["uuid"]]
-    assert [m.id for m in stored].index(summary["uuid"]) == len(replaced)  # the summary comes after them all
+    replaced = [m for m in stored if m.id != summary_id]
+    assert [m.id for m in stored].index(summary_id) == len(replaced)  # the summary comes after them all
     excluded = {e.message.id for e in transcript.messages().entries if e.flags.excluded}
     assert excluded == {m.id for m in replaced}
     (recorded,) = transcript.compact_results()
@@ -212,7 +214,9 @@ def test_messages_after_an_imported_compaction_follow_the_summary_in_a_valid_vie
     assert not session.warnings
     transcript = store.session(session.session_id)
     view = transcript.visible_messages()
-    assert [m.id for m in view.messages] == ["s1", "u3", "a3", "u4", "a4"]
+    assert [m.id for m in view.messages] == [
+        namespaced(session.session_id, i) for i in ("s1", "u3", "a3", "u4", "a4")
+    ]
     from tests.test_wire import assert_sendable
 
     assert_sendable(view)
@@ -236,11 +240,14 @@ def test_an_api_error_record_is_stored_but_in_no_view_and_named_in_the_report(db
     store = Store.open(db_path, tokenizer="chars/4")
     main = store.import_file(PROGRESS).sessions[0]
     hidden = [r for r in main.repairs if r.kind == "hidden_from_view"]
-    assert [(r.message_id, r.line) for r in hidden] == [(e["uuid"], records.index(e) + 1) for e in errors]
+    assert [(r.message_id, r.line) for r in hidden] == [
+        (namespaced(main.session_id, e["uuid"]), records.index(e) + 1) for e in errors
+    ]
     assert main.hidden == len(errors)
     transcript = store.session(main.session_id)
-    assert {e["uuid"] for e in errors} <= {m.id for m in transcript.stored_messages()}
-    assert not {e["uuid"] for e in errors} & {m.id for m in transcript.visible_messages().messages}
+    error_ids = {namespaced(main.session_id, e["uuid"]) for e in errors}
+    assert error_ids <= {m.id for m in transcript.stored_messages()}
+    assert not error_ids & {m.id for m in transcript.visible_messages().messages}
     # every point of the timeline (the views a model was given) leaves it out
     points = timeline(store.events, main.session_id)
     assert len(points) == sum(1 for m in transcript.stored_messages() if m.role == "assistant")
@@ -327,7 +334,9 @@ def test_reimporting_a_grown_file_adds_the_new_messages_and_shows_the_real_resul
     transcript = store.session(first.session_id)
     assert len(transcript.stored_messages()) == first.messages + len(grown)
     view = [m.id for m in transcript.visible_messages().messages]
-    assert synthetic not in view and view[-3:] == ["g1", "g2", "g3"]
+    assert synthetic not in view and view[-3:] == [
+        namespaced(first.session_id, i) for i in ("g1", "g2", "g3")
+    ]
     assert transcript.visible_messages().messages[-3].tool_results[0].content == "3 passed"
     (third,) = store.import_file(path).sessions
     assert third.appended == 0 and third.superseded == ()

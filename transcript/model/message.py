@@ -188,7 +188,7 @@ class Message(Value, frozen=True):
         parts: list[Part] = (
             [TextPart(text=content)]
             if isinstance(content, str)
-            else check_items(content, (TextPart, ImagePart, DocumentPart), "a user message's content")
+            else check_items(content, (_Part,), "a user message's content")  # which parts: check_message
         )
         return cls._make("user", parts, id, created_at, metadata=metadata)
 

@@ -94,7 +94,7 @@ def import_sessions(
         if session.session_id in seen:
             raise InvalidMessage(f"{source}: session id {session.session_id!r} appears twice in one import")
         seen.add(session.session_id)
-        write, appended, superseded = _plan_session(store, counter, session, source)
+        write, appended, superseded, session = _plan_session(store, counter, session, source)
         writes.append(write)
         reports.append(
             SessionReport(
@@ -120,9 +120,9 @@ def import_sessions(
 
 def _plan_session(
     store: EventStore, counter: TokenCounter, session: ParsedSession, source: str
-) -> tuple[SessionWrite, int, tuple[str, ...]]:
-    """The write that brings the stored session up to the parsed one, how many messages it adds, and
-    the stored synthetic results it supersedes."""
+) -> tuple[SessionWrite, int, tuple[str, ...], ParsedSession]:
+    """The write that brings the stored session up to the parsed one, how many messages it adds, the
+    stored synthetic results it supersedes, and the session as stored (its ids in its namespace)."""
     from mutate.imported import Boundary, import_events
 
     loaded = store.load(session.session_id)
@@ -133,6 +133,8 @@ def _plan_session(
     parsed_ids = [message.id for message in session.messages]
     if len(set(parsed_ids)) != len(parsed_ids):
         raise InvalidMessage(f"{source}: session {session.session_id!r} holds one message id twice")
+    if not _stored_before_namespaces(live, session):
+        session = in_namespace(session)
     new, superseded = _align(live, session)
     events: list[Event] = []
     if loaded.version == 0:
@@ -174,7 +176,49 @@ def _plan_session(
         )
     )
     write = SessionWrite(session.session_id, loaded.version, events, prepared)
-    return write, len(prepared), tuple(message.id for message in superseded)
+    return write, len(prepared), tuple(message.id for message in superseded), session
+
+
+def namespaced(session_id: str, message_id: str) -> str:
+    """A message id as an import stores it: in its session's namespace, `<session>/<local id>`.
+
+    The local id is the file's id (without the session's own prefix, which most importers already
+    give), with `%` and `/` escaped, so the last `/` always ends the namespace: two sessions can never
+    store the same id, and no file can take the ids another file's messages need.
+    """
+    prefix = f"{session_id}/"
+    local = message_id[len(prefix) :] if message_id.startswith(prefix) else message_id
+    return prefix + local.replace("%", "%25").replace("/", "%2F")
+
+
+def in_namespace(session: ParsedSession) -> ParsedSession:
+    """The parsed session with every message id (and every reference to one) in its namespace."""
+    sid = session.session_id
+    renamed = {message.id: namespaced(sid, message.id) for message in session.messages}
+    if all(old == new for old, new in renamed.items()):
+        return session
+    return msgspec.structs.replace(
+        session,
+        messages=[msgspec.structs.replace(m, id=renamed[m.id]) for m in session.messages],
+        repairs=[
+            msgspec.structs.replace(r, message_id=renamed.get(r.message_id, r.message_id))
+            if r.message_id
+            else r
+            for r in session.repairs
+        ],
+        compactions={renamed.get(k, k): v for k, v in session.compactions.items()},
+        hidden={renamed.get(k, k): v for k, v in session.hidden.items()},
+    )
+
+
+def _stored_before_namespaces(live: LiveSession, session: ParsedSession) -> bool:
+    """Whether the stored session was imported by a release that kept the file's ids as they are:
+    its first message has the parsed first message's own id (not the namespaced one). Such a session
+    keeps its ids, so importing the file again still adds only what is new."""
+    if not live.entries or not session.messages:
+        return False
+    first = session.messages[0].id
+    return live.entries[0].message.id == first != namespaced(session.session_id, first)
 
 
 def _align(live: LiveSession, session: ParsedSession) -> tuple[list[Message], list[Message]]:

@@ -197,8 +197,10 @@ def snap_point(
     head = store.head(session_id)[0]
     if point == head or point in points:
         return point, ""
+    if point > head:
+        raise TranscriptError(f"session {session_id!r} has no point {point} (its last is {head})")
     before = [p for p in points if p < point]
-    if not before or point > head:
+    if not before:
         first = f"its first point is {points[0]}" if points else "it has no model call or compaction yet"
         raise TranscriptError(
             f"session {session_id!r} has no point at or before {point} ({first}; its last is {head})"

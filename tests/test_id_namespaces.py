@@ -1,0 +1,95 @@
+"""Imported message ids live in their session's namespace, so no file can squat another's ids.
+
+Bodies are shared by id across the whole store, and the same id with other content is refused
+(`DuplicateMessage`). An importer's ids come from the file — Claude Code's record uuids, for one — so
+a file that reused a real recording's ids with other content used to make that recording impossible
+to import anywhere in the store. An import now stores `<session>/<local id>` with `%` and `/` escaped
+in the local id: two sessions can never store one id. A session imported by an earlier release keeps
+the ids it has, so importing its file again still adds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from hypothesis import given, strategies as st
+
+from tests.conftest import PROJECT_ROOT
+from transcript import Store, verify
+from transcript.session.importing import namespaced
+
+CORPUS = PROJECT_ROOT / "fixtures" / "corpus"
+STORES = PROJECT_ROOT / "fixtures" / "stores"
+RECORDING = CORPUS / "claude-code_ccviewer_5c0375b4.jsonl"
+
+
+def _squatter(tmp_path: Path) -> Path:
+    """A Claude Code file of another session that reuses the recording's uuids with other content."""
+    out = []
+    for line in RECORDING.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if "sessionId" in record:
+            record["sessionId"] = "squatter"
+        message = record.get("message")
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            message["content"] = "something else entirely"
+        out.append(json.dumps(record))
+    path = tmp_path / "squatter.jsonl"
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_file_reusing_a_recordings_ids_cannot_keep_it_out(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "t.db", tokenizer="chars/4") as store:
+        squatted = store.import_file(_squatter(tmp_path))
+        report = store.import_file(RECORDING)  # before: DuplicateMessage, nothing imported
+        assert report.sessions[0].appended == report.sessions[0].messages > 0
+        assert {s.session_id for s in squatted.sessions}.isdisjoint(s.session_id for s in report.sessions)
+        again = store.import_file(RECORDING)
+        assert [s.appended for s in again.sessions] == [0] * len(again.sessions)
+    assert verify(tmp_path / "t.db").ok
+
+
+def test_stored_ids_are_in_their_sessions_namespace(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "t.db", tokenizer="chars/4") as store:
+        report = store.import_file(RECORDING)
+        for session in report.sessions:
+            ids = [m.id for m in store.session(session.session_id).stored_messages()]
+            assert all(
+                i.startswith(f"{session.session_id}/") and "/" not in i[len(session.session_id) + 1 :]
+                for i in ids
+            )
+
+
+def test_ids_of_formats_that_namespace_them_already_are_unchanged(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "t.db", tokenizer="chars/4") as store:
+        (session,) = store.import_file(CORPUS / "sweagent_marshmallow-1867_fc.traj").sessions
+        ids = [m.id for m in store.session(session.session_id).stored_messages()]
+    assert ids[:3] == [f"{session.session_id}/{n}" for n in range(3)]
+
+
+def test_a_file_imported_by_release_0_1_0_imports_again_with_nothing_new(tmp_path: Path) -> None:
+    target = tmp_path / "old.db"
+    for suffix in ("", "-wal", "-shm"):
+        source = STORES / f"release-0.1.0.db{suffix}"
+        if source.exists():
+            shutil.copy(source, tmp_path / f"old.db{suffix}")
+    with Store.open(target) as store:
+        before = {s.session_id: s.head_hash for s in store.sessions()}
+        report = store.import_file(RECORDING)
+        assert report.sessions and [s.appended for s in report.sessions] == [0] * len(report.sessions)
+        assert {s.session_id: s.head_hash for s in store.sessions()} == before
+    assert verify(target).ok
+
+
+_IDS = st.text(alphabet="ab/%", max_size=6)
+
+
+@given(_IDS.filter(bool), _IDS, _IDS.filter(bool), _IDS)
+def test_two_sessions_never_store_one_id(first: str, one: str, second: str, other: str) -> None:
+    if namespaced(first, one) == namespaced(second, other):
+        assert first == second
+        local = lambda s, m: m[len(s) + 1 :] if m.startswith(f"{s}/") else m  # noqa: E731
+        assert local(first, one) == local(second, other)
