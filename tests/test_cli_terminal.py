@@ -15,10 +15,12 @@ import pty
 import sqlite3
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, strategies as st
 
 from transcript import Message, Store, Transcript, TranscriptError, verify
 from transcript.cli import cli
@@ -131,3 +133,11 @@ def test_a_head_that_is_no_hash_prefix_is_bad_usage(store: Path, head: str) -> N
     assert result.exit_code == 2 and "--expect-head" in result.output
     with pytest.raises(TranscriptError):
         verify(store, expect_heads={"s": head})
+
+
+@given(st.text())
+def test_terminal_json_is_printable_and_the_same_value(text: str) -> None:
+    document = json.dumps({"text": text, "list": [text]}, ensure_ascii=False)
+    escaped = terminal_json(document)
+    assert json.loads(escaped) == json.loads(document)
+    assert all(c == "\n" or c.isprintable() or unicodedata.category(c) == "Zs" for c in escaped)

@@ -181,6 +181,17 @@ def _noop(*args: object) -> list[tuple[str, str]]:
     return []
 
 
+# A valid round's arguments (`compact` and `acompact`).
+ROUND: dict[str, Any] = {
+    "budget_tokens": 100_000,
+    "config": None,
+    "manual": False,
+    "force": False,
+    "shadow": False,
+    "summarizer": None,
+}
+
+
 def _settings() -> dict[str, Any]:
     return {"config": None, "summarizer": None, "reinject": None, "provider": None, "title": None}
 
@@ -244,26 +255,12 @@ TABLE: dict[str, Row] = {
     "Transcript.compact": (
         Transcript.compact,
         lambda w: w.t.compact,
-        lambda w: {
-            "budget_tokens": 100_000,
-            "config": None,
-            "manual": False,
-            "force": False,
-            "shadow": False,
-            "summarizer": None,
-        },
+        lambda w: dict(ROUND),
     ),
     "Transcript.acompact": (
         Transcript.acompact,
         lambda w: _sync(w.t.acompact),
-        lambda w: {
-            "budget_tokens": 100_000,
-            "config": None,
-            "manual": False,
-            "force": False,
-            "shadow": False,
-            "summarizer": None,
-        },
+        lambda w: dict(ROUND),
     ),
     "Transcript.apply_micro_plan": (
         Transcript.apply_micro_plan,

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, strategies as st
 
 from transcript import FormatError, Message, Store, ToolCall, Transcript
 from transcript.cli import cli
 from transcript.formats import parse
 from transcript.formats.registry import IMPORTERS
+from transcript.model.codec import normalize_message
 from transcript.model.nesting import MAX_JSON_DEPTH
 
 # Deeper than msgspec and Python's json follow (a RecursionError), and just past what the store keeps.
@@ -152,3 +154,11 @@ def test_a_working_reinject_leaves_no_error(tmp_path: Path) -> None:
         _session_for_reinjection(t)
         result = t.compact(budget_tokens=3_000, force=True)
     assert result.outcome == "full_applied" and result.reinject_error == ""
+
+
+@given(st.text(alphabet='[]{}"a:,1 \\', max_size=600))
+def test_from_arguments_always_gives_a_call_the_store_takes(arguments: str) -> None:
+    call = ToolCall.from_arguments(id="c", name="n", arguments=arguments)
+    message = Message.assistant("", tool_calls=[call], id="m")
+    normalize_message(message)  # never an error: parsed when it can be stored parsed, else raw
+    assert call.arguments == arguments or call.raw_input is None

@@ -130,11 +130,11 @@ def _plan_session(
     live.load([(body.message, body.tokens) for body in loaded.bodies])
     for version, event in loaded.events:
         live.apply(version, event, {})
+    if not _stored_before_namespaces(live, session):
+        session = in_namespace(session)
     parsed_ids = [message.id for message in session.messages]
     if len(set(parsed_ids)) != len(parsed_ids):
         raise InvalidMessage(f"{source}: session {session.session_id!r} holds one message id twice")
-    if not _stored_before_namespaces(live, session):
-        session = in_namespace(session)
     new, superseded = _align(live, session)
     events: list[Event] = []
     if loaded.version == 0:
