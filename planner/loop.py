@@ -26,7 +26,7 @@ import msgspec
 
 from planner.continuation import continuation_prompt
 from planner.overflow import is_context_overflow
-from transcript.model.arguments import check_type
+from transcript.model.arguments import check_flag, check_type
 from transcript.model.errors import InvalidArgument
 from transcript.model.message import Message
 from transcript.model.result import CompactResult
@@ -193,6 +193,8 @@ class LoopPolicy(msgspec.Struct, frozen=True, kw_only=True):
         """After the model call raised: None when `error` is no context overflow (the caller re-raises
         it); after a first overflow, continue (`context_overflow`: force one compaction round and retry
         once); after an overflow of that retry, stop (`overflow_again`), with the provider's words."""
+        check_type(error, BaseException, "error")
+        check_flag(retried, "retried")
         if not is_context_overflow(error):
             return None
         said = _clip(f"{type(error).__name__}: {error}")

@@ -24,6 +24,7 @@ import pytest
 import planner.full
 import planner.micro
 import planner.summary
+import planner.trigger
 import transcript.formats
 import transcript.model.events
 import transcript.store.port
@@ -43,6 +44,7 @@ from transcript import (
 from transcript.formats import anthropic_messages, openai_chat
 from transcript.formats.registry import IMPORTERS
 from transcript.model import ImagePart, TextPart
+from transcript.session.facade import SETTINGS
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 FIXTURE = FIXTURES / "openai_chat_sample.jsonl"
@@ -79,12 +81,14 @@ NAMESPACE: dict[str, Any] = {
     "Status": transcript.Status,
     "Checkpoint": transcript.Checkpoint,
     "CompactConfig": CompactConfig,
+    "LoopPolicy": LoopPolicy,
     "CompactResult": CompactResult,
     "SessionState": SessionState,
     "TranscriptSnapshot": TranscriptSnapshot,
     "ProviderCaps": ProviderCaps,
     "Summarizer": planner.summary.Summarizer,
     "Reinject": planner.full.Reinject,
+    "BeforeCompact": planner.trigger.BeforeCompact,
     "MicroPlan": planner.micro.MicroPlan,
     "EventStore": transcript.store.port.EventStore,
     **{name: getattr(transcript.model, name) for name in transcript.model.__all__},
@@ -192,8 +196,12 @@ ROUND: dict[str, Any] = {
 }
 
 
+async def _areply(view: object) -> str:
+    return "reply"
+
+
 def _settings() -> dict[str, Any]:
-    return {"config": None, "summarizer": None, "reinject": None, "provider": None, "title": None}
+    return {name: None for name in SETTINGS}
 
 
 def _importer(target: str) -> Callable[..., Any]:
@@ -261,6 +269,26 @@ TABLE: dict[str, Row] = {
         Transcript.acompact,
         lambda w: _sync(w.t.acompact),
         lambda w: dict(ROUND),
+    ),
+    "Transcript.call_model": (
+        Transcript.call_model,
+        lambda w: w.t.call_model,
+        lambda w: {"call": lambda view: "reply", "budget_tokens": 100_000, "policy": None, "record": False},
+    ),
+    "Transcript.acall_model": (
+        Transcript.acall_model,
+        lambda w: _sync(w.t.acall_model),
+        lambda w: {"call": _areply, "budget_tokens": 100_000, "policy": None, "record": False},
+    ),
+    "Transcript.set_processes": (
+        Transcript.set_processes,
+        lambda w: w.t.set_processes,
+        lambda w: {"processes": [{"id": "p1", "command": "npm run dev", "state": "running"}]},
+    ),
+    "Transcript.drain_compact_results": (
+        Transcript.drain_compact_results,
+        lambda w: w.t.drain_compact_results,
+        lambda w: {"automatic_only": False},
     ),
     "Transcript.apply_micro_plan": (
         Transcript.apply_micro_plan,
@@ -383,6 +411,11 @@ TABLE: dict[str, Row] = {
         LoopPolicy.after_round,
         lambda w: LoopPolicy().after_round,
         lambda w: {"result": w.result},
+    ),
+    "LoopPolicy.after_overflow": (
+        LoopPolicy.after_overflow,
+        lambda w: LoopPolicy().after_overflow,
+        lambda w: {"error": RuntimeError("prompt is too long"), "retried": False},
     ),
     "LoopPolicy.after_reply": (
         LoopPolicy.after_reply,
