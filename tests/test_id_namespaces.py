@@ -14,10 +14,12 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from hypothesis import given, strategies as st
 
 from tests.conftest import PROJECT_ROOT
 from transcript import Store, verify
+from transcript.session import importing
 from transcript.session.importing import namespaced
 
 CORPUS = PROJECT_ROOT / "fixtures" / "corpus"
@@ -96,3 +98,29 @@ def test_two_sessions_never_store_one_id(first: str, one: str, second: str, othe
 
 def _local(session_id: str, message_id: str) -> str:
     return message_id.removeprefix(f"{session_id}/")
+
+
+@pytest.mark.parametrize(
+    "recording",
+    [
+        RECORDING,
+        PROJECT_ROOT / "fixtures" / "formats" / "codex" / "rollout_0.39.0_vibecodingtracker_head.jsonl",
+    ],
+    ids=["claude-code", "codex-ending-on-an-unanswered-call"],
+)
+def test_a_file_stored_with_the_files_own_ids_imports_again_with_nothing_new(
+    tmp_path: Path, recording: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a store written before namespaces (today's main) holds it: every id as the file has it."""
+    with Store.open(tmp_path / "t.db", tokenizer="chars/4") as store:
+        with monkeypatch.context() as before:
+            before.setattr(importing, "in_namespace", lambda session: session)
+            first = store.import_file(recording)
+        stored = {
+            s.session_id: [m.id for m in store.session(s.session_id).stored_messages()]
+            for s in first.sessions
+        }
+        again = store.import_file(recording)
+        assert [s.appended for s in again.sessions] == [0] * len(again.sessions)
+        assert all(s.superseded == () for s in again.sessions)
+        assert {s: [m.id for m in store.session(s).stored_messages()] for s in stored} == stored

@@ -212,13 +212,13 @@ def in_namespace(session: ParsedSession) -> ParsedSession:
 
 
 def _stored_before_namespaces(live: LiveSession, session: ParsedSession) -> bool:
-    """Whether the stored session was imported by a release that kept the file's ids as they are:
-    its first message has the parsed first message's own id (not the namespaced one). Such a session
-    keeps its ids, so importing the file again still adds only what is new."""
-    if not live.entries or not session.messages:
+    """Whether the stored session was imported by a release that kept the file's ids as they are: it
+    holds one of the file's ids that the namespace would change. Such a session keeps its ids, so
+    importing the file again still adds only what is new."""
+    if not live.entries:
         return False
-    first = session.messages[0].id
-    return live.entries[0].message.id == first != namespaced(session.session_id, first)
+    changed = {m.id for m in session.messages if namespaced(session.session_id, m.id) != m.id}
+    return any(entry.message.id in changed for entry in live.entries)
 
 
 def _align(live: LiveSession, session: ParsedSession) -> tuple[list[Message], list[Message]]:
