@@ -4,7 +4,7 @@ Bodies are shared by id across the whole store, and the same id with other conte
 (`DuplicateMessage`). An importer's ids come from the file — Claude Code's record uuids, for one — so
 a file that reused a real recording's ids with other content used to make that recording impossible
 to import anywhere in the store. An import now stores `<session>/<local id>` with `%` and `/` escaped
-in the local id: two sessions can never store one id. A session imported by an earlier release keeps
+in the session id: two sessions can never store one id. A session imported by an earlier release keeps
 the ids it has, so importing its file again still adds nothing.
 """
 
@@ -59,10 +59,9 @@ def test_stored_ids_are_in_their_sessions_namespace(tmp_path: Path) -> None:
         report = store.import_file(RECORDING)
         for session in report.sessions:
             ids = [m.id for m in store.session(session.session_id).stored_messages()]
-            assert all(
-                i.startswith(f"{session.session_id}/") and "/" not in i[len(session.session_id) + 1 :]
-                for i in ids
-            )
+            namespace = session.session_id.replace("%", "%25").replace("/", "%2F") + "/"
+            assert ids and all(i.startswith(namespace) for i in ids)
+    assert any("/" in s.session_id for s in report.sessions)  # sub-agents: their namespace is escaped
 
 
 def test_ids_of_formats_that_namespace_them_already_are_unchanged(tmp_path: Path) -> None:

@@ -182,13 +182,14 @@ def _plan_session(
 def namespaced(session_id: str, message_id: str) -> str:
     """A message id as an import stores it: in its session's namespace, `<session>/<local id>`.
 
-    The local id is the file's id (without the session's own prefix, which most importers already
-    give), with `%` and `/` escaped, so the last `/` always ends the namespace: two sessions can never
-    store the same id, and no file can take the ids another file's messages need.
+    The local id is the file's id without the session's own prefix (most importers give it already);
+    `%` and `/` in the session id are escaped, so the first `/` always ends the namespace: two sessions
+    can never store the same id, and no file can take the ids another file's messages need. A session
+    id without either character keeps ids such as `run/3` exactly as they are.
     """
     prefix = f"{session_id}/"
     local = message_id[len(prefix) :] if message_id.startswith(prefix) else message_id
-    return prefix + local.replace("%", "%25").replace("/", "%2F")
+    return f"{session_id.replace('%', '%25').replace('/', '%2F')}/{local}"
 
 
 def in_namespace(session: ParsedSession) -> ParsedSession:
