@@ -170,31 +170,22 @@ class Transcript:
         check_session_id(session_id)
         check_flag(readonly, "readonly")
         check_flag(create, "create")
-        check_settings(
-            config=config,
-            summarizer=summarizer,
-            reinject=reinject,
-            provider=provider,
-            title=title,
-            before_compact=before_compact,
-        )
+        settings: dict[str, Any] = {
+            "config": config,
+            "summarizer": summarizer,
+            "reinject": reinject,
+            "provider": provider,
+            "title": title,
+            "before_compact": before_compact,
+        }
+        check_settings(**settings)  # before the file is opened: a bad setting creates no file
         if not create and not readonly and absent(path):
             missing = path or default_path()
             raise SessionNotFound(f"no session {session_id!r}: there is no file {missing}")
         events = open_backend(path, readonly=readonly, timeout=timeout, synchronous=synchronous)
         try:
             return cls.attach(
-                events,
-                session_id,
-                create=create,
-                tokenizer=tokenizer,
-                owns_store=True,
-                config=config,
-                summarizer=summarizer,
-                reinject=reinject,
-                provider=provider,
-                title=title,
-                before_compact=before_compact,
+                events, session_id, create=create, tokenizer=tokenizer, owns_store=True, **settings
             )
         except BaseException:
             events.close()
