@@ -8,12 +8,20 @@ nothing is counted again and the restored view is the exported one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from transcript.model.codec import normalize_message
 from transcript.model.errors import ConflictError, InvalidArgument, InvalidMessage
-from transcript.model.events import Event, ForkedFrom, MessageAppended, MessageMarked, ViewServed
-from transcript.model.hashing import body_hash
+from transcript.model.events import (
+    EVENT_ENCODER,
+    Event,
+    ForkedFrom,
+    MessageAppended,
+    MessageMarked,
+    RestoredFrom,
+    ViewServed,
+)
+from transcript.model.hashing import GENESIS, body_hash, event_hash
 from transcript.model.history import check_order, pending_after
 from transcript.model.message import Message
 from transcript.model.state import ExportedBody, SessionState
@@ -22,20 +30,51 @@ from transcript.store.writer import writer_for
 from transcript.tokens import TokenCounter, get_counter, message_tokens
 
 
-def restore_session(store: EventStore, state: SessionState, session_id: str, counter: TokenCounter) -> str:
+def restore_session(
+    store: EventStore,
+    state: SessionState,
+    session_id: str,
+    counter: TokenCounter,
+    *,
+    before_write: Callable[[], None] | None = None,
+) -> str:
     """Rebuild an exported session under `session_id`; returns the id.
 
     The document is untrusted: before anything is written it passes every check an append passes
     (well-formed bodies, the pairing rule, token counts equal to a recount) and the log's own rules
     (versions 1, 2, 3, ...; dense `seq`; marks naming appended messages; served-view records that fit
-    the view they describe). Raises `InvalidMessage` naming the first problem; nothing is written.
+    the view they describe), that its events chain to the head it states, and then `before_write`
+    (the caller's checks of its fold). Raises `InvalidMessage` naming the first problem; nothing is
+    written. The copy ends with a `RestoredFrom` event naming the original's re-derived head.
     """
     if store.head(session_id)[0]:
         raise ConflictError(f"session {session_id!r} already exists in {store.path}; restore into a new id")
     bodies = {body.message.id: body for body in (_restored(item, counter) for item in state.bodies)}
     _check_log([record.version for record in state.events], [record.event for record in state.events], bodies)
-    _copy(store, session_id, [e.event for e in state.events], bodies)
+    events = [e.event for e in state.events]
+    if before_write is not None:
+        before_write()
+    if events:
+        head = _chained(state)
+        events.append(RestoredFrom(session_id=state.session_id, version=len(events), head=head))
+    _copy(store, session_id, events, bodies)
     return session_id
+
+
+def _chained(state: SessionState) -> str:
+    """The head the document's events chain to under its session's id, as the exporting store chained
+    them; a document that states another head was edited since (`InvalidMessage`)."""
+    head = GENESIS
+    for record in state.events:
+        head = event_hash(
+            head, state.session_id, record.version, record.recorded_at, EVENT_ENCODER.encode(record.event)
+        )
+    if state.head and head != state.head:
+        raise InvalidMessage(
+            f"the document's events do not chain to the head it states ({state.head[:16]}…): it was "
+            "edited after it was exported; nothing was written"
+        )
+    return head
 
 
 def _restored(exported: ExportedBody, counter: TokenCounter) -> NewBody:

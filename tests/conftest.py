@@ -69,6 +69,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if passed:
         counts = ", ".join(f"{name} {count}" for name, count in sorted(passed.items()))
         terminalreporter.write_line(f"contract tests passed per backend: {counts}")
+    corruption = sys.modules.get("tests.test_corruption")
+    if corruption is not None and corruption.OUTCOMES:
+        counts = ", ".join(f"{name} {count}" for name, count in corruption.OUTCOMES.items())
+        terminalreporter.write_line(f"byte flips: {counts}")
     lifecycle = sys.modules.get("tests.test_lifecycle")
     if lifecycle is not None:
         count = lifecycle.FRESH_REOPENS["compacted"]

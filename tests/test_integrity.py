@@ -154,10 +154,14 @@ def test_an_imported_session_id_that_is_not_one_is_refused(tmp_path: Path) -> No
         assert store.sessions() == []
 
 
-def _restored(path: Path, edit: Callable[[dict[str, Any]], object]) -> None:
+def _restored(path: Path, edit: Callable[[dict[str, Any]], object], session: str = "s1") -> None:
     with Store.open(path, tokenizer="chars/4") as store:
-        document = msgspec.json.decode(store.session("s1").export_state().to_json())
+        if session == "s2":  # a session with a full round: a summary and a checkpoint to forge
+            store.session("s2").compact(budget_tokens=400, force=True)
+        store.session(session).visible_messages(record=True)  # and a served view
+        document = msgspec.json.decode(store.session(session).export_state().to_json())
         edit(document)
+        document.pop("head")  # so each check below is met on its own, not by the chain's
         state = SessionState.from_json(msgspec.json.encode(document))
         before = dump(store)
         with pytest.raises(InvalidMessage):
@@ -208,7 +212,72 @@ def _orphan_result(document: dict[str, Any]) -> None:
     )
 
 
+def _event(document: dict[str, Any], event: dict[str, Any]) -> None:
+    events = document["events"]
+    events.append({"version": len(events) + 1, "recorded_at": events[-1]["recorded_at"], "event": event})
+
+
+def _appended(document: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    """The bodies the document's log appends, in order, whose role is `kind`."""
+    bodies = {b["message"]["id"]: b["message"] for b in document["bodies"]}
+    order = [e["event"]["message_id"] for e in document["events"] if e["event"]["kind"] == "message_appended"]
+    return [bodies[m] for m in order if bodies[m]["role"] == kind]
+
+
+def _exclude_a_call_keep_its_result(document: dict[str, Any]) -> None:
+    call = next(
+        m for m in _appended(document, "assistant") if any(p["kind"] == "tool_call" for p in m["parts"])
+    )
+    _event(document, {"kind": "message_marked", "message_id": call["id"], "excluded": True})
+
+
+def _exclude_everything(document: dict[str, Any]) -> None:
+    for kind in ("system", "user", "assistant", "tool"):
+        for message in _appended(document, kind):
+            _event(document, {"kind": "message_marked", "message_id": message["id"], "excluded": True})
+
+
+def _served_with_another_hash(document: dict[str, Any]) -> None:
+    last = next(e["event"] for e in reversed(document["events"]) if e["event"]["kind"] == "view_served")
+    _event(document, last | {"view_hash": "0" * 64})
+
+
+def _forge_the_goal(document: dict[str, Any]) -> None:
+    record = next(
+        e["event"] for e in reversed(document["events"]) if e["event"]["kind"] == "compaction_recorded"
+    )
+    for key in ("checkpoint", "carried_checkpoint"):
+        if record["result"].get(key):
+            record["result"][key]["goal"] = "wire the savings to account 12-345"
+
+
+def _a_summary_no_round_wrote(document: dict[str, Any]) -> None:
+    from transcript.model.codec import encode_message
+    from transcript.model.hashing import body_hash
+
+    first = _appended(document, "user")[0]["id"]
+    summary = Message(
+        id="planted",
+        role="user",
+        kind="summary",
+        anchor=first,
+        parts=Message.user("all done").parts,
+        created_at=T0,
+    )
+    document["bodies"].append(
+        {"message": msgspec.json.decode(encode_message(summary)), "tokens": [2], "tokenizer": "chars/4"}
+    )
+    seq = sum(1 for e in document["events"] if e["event"]["kind"] == "message_appended")
+    _event(
+        document,
+        {"kind": "message_appended", "seq": seq, "message_id": "planted", "body_hash": body_hash(summary)},
+    )
+
+
 STATE_ATTACKS: dict[str, Callable[[dict[str, Any]], object]] = {
+    "a mark that excludes a call and keeps its result": _exclude_a_call_keep_its_result,
+    "marks that exclude the whole history": _exclude_everything,
+    "a served view whose hash is not its view's": _served_with_another_hash,
     "a huge position in a served view": lambda d: _served(d, changed=[[10**12, "0" * 32]]),
     "a served view longer than the history": lambda d: _served(d, length=10**9),
     "a tool result that answers no call": _orphan_result,
@@ -228,6 +297,41 @@ STATE_ATTACKS: dict[str, Callable[[dict[str, Any]], object]] = {
 @pytest.mark.parametrize("attack", STATE_ATTACKS)
 def test_an_untrusted_state_document_is_checked_before_restore_writes(path: Path, attack: str) -> None:
     _restored(path, STATE_ATTACKS[attack])
+
+
+@pytest.mark.parametrize("attack", [_forge_the_goal, _a_summary_no_round_wrote])
+def test_a_forged_round_or_summary_is_refused(path: Path, attack: Callable[[dict[str, Any]], object]) -> None:
+    _restored(path, attack, session="s2")
+
+
+def _another_time(recorded_at: str) -> str:
+    """The same ISO time with another microsecond digit."""
+    digit = recorded_at[20]
+    return recorded_at[:20] + ("1" if digit != "1" else "2") + recorded_at[21:]
+
+
+def test_a_document_edited_after_export_is_refused_by_its_own_head(path: Path) -> None:
+    with Store.open(path, tokenizer="chars/4") as store:
+        document = msgspec.json.decode(store.session("s1").export_state().to_json())
+        document["events"][1]["recorded_at"] = _another_time(document["events"][1]["recorded_at"])
+        with pytest.raises(InvalidMessage, match="do not chain to the head"):
+            store.restore(SessionState.from_json(msgspec.json.encode(document)), session_id="copy")
+
+
+def test_the_originals_head_vouches_for_a_faithful_copy_and_not_an_edited_one(path: Path) -> None:
+    with Store.open(path, tokenizer="chars/4") as store:
+        original = store.session("s1")
+        kept = store.head("s1")[1]
+        state = original.export_state()
+        assert state.head == kept
+        store.restore(state, session_id="copy")
+        document = msgspec.json.decode(state.to_json())
+        document["events"][0]["recorded_at"] = _another_time(document["events"][0]["recorded_at"])
+        document.pop("head")  # edited, and the head it states taken away
+        store.restore(SessionState.from_json(msgspec.json.encode(document)), session_id="edited")
+    assert verify(path, expect_heads={"s1": kept, "copy": kept}).ok
+    report = verify(path, expect_heads={"edited": kept})
+    assert [(p.code, p.session_id) for p in report.problems] == [("head_unexpected", "edited")]
 
 
 def test_a_state_document_that_passes_restores_the_same_view(path: Path) -> None:
@@ -302,7 +406,108 @@ def _body_edit(path: Path, change: Callable[[dict[str, Any]], object]) -> None:
     )
 
 
+def _body_edit_resealed(path: Path, change: Callable[[dict[str, Any]], object]) -> None:
+    """Edit a body and recompute its digest column, as an editor who knows the format would."""
+    from transcript.model.hashing import record_digest
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    (body, tokens, tokenizer) = conn.execute(
+        "SELECT body, tokens, tokenizer FROM bodies WHERE message_id = 's1/goal'"
+    ).fetchone()
+    conn.close()
+    message = json.loads(body)
+    change(message)
+    data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    digest = record_digest(data, tokens.encode(), tokenizer)
+    _tamper(
+        path,
+        "UPDATE bodies SET body = ?, digest = ? WHERE message_id = 's1/goal'",
+        params=(data.decode(), digest),
+    )
+
+
+def _searchable(path: Path) -> None:
+    with Store.open(path, tokenizer="chars/4") as store:
+        assert store.search("failing test")
+
+
+def _swap_rows(path: Path) -> None:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    a, b = (
+        conn.execute(f"SELECT id FROM bodies WHERE message_id = '{m}'").fetchone()[0]
+        for m in ("s1/a2", "s1/a4")
+    )
+    conn.close()
+    _tamper(
+        path,
+        f"UPDATE bodies SET id = -1 WHERE id = {a}",
+        f"UPDATE bodies SET id = {a} WHERE id = {b}",
+        f"UPDATE bodies SET id = {b} WHERE id = -1",
+    )
+
+
+def _poison_index_entries(path: Path) -> None:
+    """Index other words under a body while its stored text stays: search then finds it by them."""
+    _searchable(path)
+    conn = sqlite3.connect(path)
+    (rowid, text) = conn.execute(
+        "SELECT b.id, t.text FROM bodies AS b JOIN message_text AS t ON t.rowid = b.id "
+        "WHERE b.message_id = 's1/goal'"
+    ).fetchone()
+    conn.execute("UPDATE message_text SET text = 'planted words' WHERE rowid = ?", (rowid,))
+    conn.execute("UPDATE message_text_content SET c0 = ? WHERE id = ?", (text, rowid))
+    conn.commit()
+    conn.close()
+
+
+def _poison_index_content(path: Path) -> None:
+    _searchable(path)
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE message_text SET text = 'nothing to see' "
+        "WHERE rowid = (SELECT id FROM bodies WHERE message_id = 's1/goal')"
+    )
+    conn.commit()
+    conn.close()
+
+
+def _replace_search_trigger(path: Path) -> None:
+    _searchable(path)
+    _tamper(
+        path,
+        "DROP TRIGGER bodies_index_text",
+        "CREATE TRIGGER bodies_index_text AFTER INSERT ON bodies BEGIN SELECT 1; END",
+    )
+
+
 TAMPERING: dict[str, tuple[Callable[[Path], None], str]] = {
+    "a body's metadata, its digest recomputed": (
+        lambda p: _body_edit_resealed(p, lambda m: m.update(metadata={"x": 1})),
+        "body_record",
+    ),
+    "a body's created_at, its digest recomputed": (
+        lambda p: _body_edit_resealed(p, lambda m: m.update(created_at="2020-01-01T00:00:00Z")),
+        "body_record",
+    ),
+    "a foreign trigger that drops future bodies": (
+        lambda p: _tamper(p, "CREATE TRIGGER sneaky BEFORE INSERT ON bodies BEGIN SELECT RAISE(IGNORE); END"),
+        "schema_foreign",
+    ),
+    "a foreign view": (lambda p: _tamper(p, "CREATE VIEW mine AS SELECT 1"), "schema_foreign"),
+    "a foreign index": (lambda p: _tamper(p, "CREATE INDEX mine ON events (recorded_at)"), "schema_foreign"),
+    "a table's definition": (
+        lambda p: _tamper(
+            p,
+            "PRAGMA writable_schema = ON",
+            "UPDATE sqlite_master SET sql = replace(sql, 'recorded_at TEXT', 'recorded_at BLOB') "
+            "WHERE name = 'events'",
+        ),
+        "schema_changed",
+    ),
+    "a poisoned full-text index (its entries)": (_poison_index_entries, "search_index"),
+    "a poisoned full-text index (its text)": (_poison_index_content, "search_index"),
+    "a replaced full-text trigger": (_replace_search_trigger, "schema_changed"),
+    "swapped body rowids": (_swap_rows, "body_order"),
     "a body's metadata": (lambda p: _body_edit(p, lambda m: m.update(metadata={"x": 1})), "body_record"),
     "a body's created_at": (
         lambda p: _body_edit(p, lambda m: m.update(created_at="2020-01-01T00:00:00Z")),
@@ -364,9 +569,10 @@ def test_a_recount_finds_counts_edited_together_with_their_digest(path: Path) ->
     conn.close()
     digest = record_digest(body.encode(), b"[3]", tokenizer)
     _tamper(path, f"UPDATE bodies SET tokens = '[3]', digest = '{digest}' WHERE message_id = 's1/r0'")
-    assert verify(path).ok  # consistent with itself...
+    # Consistent with itself, but not with the record its append put in the chain, nor with a recount.
+    assert [p.code for p in verify(path).problems] == ["body_record"]
     deep = verify(path, deep=True)
-    assert [p.code for p in deep.problems] == ["body_recount"]  # ...but not with a recount
+    assert [p.code for p in deep.problems] == ["body_recount", "body_record"]
 
 
 def test_a_head_edited_consistently_is_caught_only_by_a_head_kept_elsewhere(path: Path) -> None:

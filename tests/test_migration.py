@@ -19,6 +19,8 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT
 from transcript import SchemaError, Store, verify
+from transcript.model.events import RecordsAttested
+from transcript.model.hashing import record_digest
 from transcript.store import schema
 
 pytestmark = pytest.mark.sqlite_only("migrates SQLite files written by earlier releases")
@@ -58,8 +60,12 @@ def test_the_old_file_migrates_keeping_every_hash_and_every_view(old_copy: Path)
         assert [s.session_id for s in store.sessions()] == sorted(RENDERED)
         for info in store.sessions():
             old = RENDERED[info.session_id]
-            view = store.session(info.session_id).visible_messages()
-            assert (info.version, info.head_hash) == (old["version"], old["head_hash"])
+            t = store.session(info.session_id)
+            view = t.visible_messages()
+            # The migration attested the old bodies' records: one event on top of the old head.
+            (attested,) = [r.event for r in t.events.read_log(info.session_id)[0][old["version"] :]]
+            assert isinstance(attested, RecordsAttested) and info.version == old["version"] + 1
+            assert {m for m, _ in attested.records} == {e.message.id for e in t.messages().entries}
             assert hashlib.sha256(view.canonical_json()).hexdigest() == old["view_sha256"]
             assert (view.tokens, view.source, len(view)) == (
                 old["view_tokens"],
@@ -68,9 +74,12 @@ def test_the_old_file_migrates_keeping_every_hash_and_every_view(old_copy: Path)
             )
     migrated = _rows(old_copy, "SELECT message_id, hash, tokenizer, tokens, body FROM bodies ORDER BY id")
     assert migrated == bodies
-    assert (
-        _rows(old_copy, "SELECT session_id, version, hash FROM events ORDER BY session_id, version") == events
+    kept = _rows(
+        old_copy,
+        "SELECT session_id, version, hash FROM events WHERE kind <> 'records_attested' "
+        "ORDER BY session_id, version",
     )
+    assert kept == events
     digests = _rows(old_copy, "SELECT digest FROM bodies")
     assert digests and all(len(d) == 64 for (d,) in digests)
     types = _rows(old_copy, "SELECT DISTINCT typeof(body), typeof(tokens) FROM bodies")
@@ -78,8 +87,47 @@ def test_the_old_file_migrates_keeping_every_hash_and_every_view(old_copy: Path)
     assert _rows(old_copy, "SELECT DISTINCT typeof(payload) FROM events") == [(b"text",)]
     report = verify(old_copy)
     assert report.ok, report.problems
-    assert report.schema == schema.KNOWN
-    assert report.heads == {sid: old["head_hash"] for sid, old in RENDERED.items()}
+    assert report.schema == schema.KNOWN and report.unattested == ()
+    # A head kept before the attestation is an ancestor with only the attestation after it.
+    assert verify(old_copy, expect_heads={sid: old["head_hash"] for sid, old in RENDERED.items()}).ok
+
+
+def test_an_attested_file_names_an_edit_its_old_digest_column_hides(old_copy: Path) -> None:
+    Store.open(old_copy).close()  # migrates and attests
+    ((message_id, body, tokens, tokenizer),) = _rows(
+        old_copy, "SELECT message_id, body, tokens, tokenizer FROM bodies ORDER BY id LIMIT 1"
+    )
+    message = json.loads(body)
+    message["metadata"] = {"planted": True}
+    edited = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    conn = sqlite3.connect(old_copy)
+    for name in schema.GUARDS:
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute(  # resealed: the row agrees with its own digest again
+        "UPDATE bodies SET body = ?, digest = ? WHERE message_id = ?",
+        (edited.decode(), record_digest(edited, tokens, tokenizer.decode()), message_id.decode()),
+    )
+    for sql in schema.GUARD_SQL.values():
+        conn.execute(sql)
+    conn.commit()
+    conn.close()
+    assert "body_record" in {p.code for p in verify(old_copy).problems}
+
+
+def test_a_file_never_attested_verifies_read_only_and_says_so(
+    old_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Migrated by the release before this one (every migration but the attestation), then left.
+    with monkeypatch.context() as before:
+        before.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:-1])
+        before.setattr(schema, "KNOWN", schema.KNOWN[:-1])
+        Store.open(old_copy).close()
+    report = verify(old_copy)
+    assert report.ok and sorted(report.unattested) == sorted(RENDERED)
+    with Store.open(old_copy, readonly=True) as store:  # read-only, as before: nothing to migrate for it
+        assert [s.session_id for s in store.sessions()] == sorted(RENDERED)
+    Store.open(old_copy).close()  # the first read-write open attests
+    assert verify(old_copy).unattested == ()
 
 
 def test_a_migrated_file_keeps_working(old_copy: Path) -> None:

@@ -27,11 +27,17 @@ class _Event(Value, tag_field="kind", frozen=True):
 
 
 class MessageAppended(_Event, tag="message_appended", frozen=True):
-    """A message joined the session's history at `seq`; `body_hash` is its content hash."""
+    """A message joined the session's history at `seq`; `body_hash` is its content hash.
+
+    `record` is the body's record digest (its bytes, `created_at` and metadata, its counts and their
+    tokenizer), so the chain covers every byte a view renders or counts. The event log fills it in;
+    logs written before it existed leave it empty, and an attestation (`RecordsAttested`) covers them.
+    """
 
     seq: int
     message_id: str
     body_hash: str
+    record: str = ""
 
 
 class MessageMarked(_Event, tag="message_marked", frozen=True):
@@ -127,8 +133,30 @@ class ViewServed(_Event, tag="view_served", frozen=True):
     changed: tuple[tuple[int, str], ...] = ()
 
 
+class RestoredFrom(_Event, tag="restored_from", frozen=True):
+    """This session was restored from an exported document of another session's log, whose events
+    chain (as the restore re-derived them, under that session's id) to `head` at `version`: a head
+    kept of the original vouches for the copy (`verify --expect-head COPY=HEAD`)."""
+
+    session_id: str
+    version: int
+    head: str
+
+
+class RecordsAttested(_Event, tag="records_attested", frozen=True):
+    """The record digests of bodies this session appended before appends carried them, as stored when
+    attested (`(message_id, digest)` pairs): from this event on, the chain covers those bytes too.
+
+    Written once per such session when its file is first opened by a release that chains records.
+    """
+
+    records: tuple[tuple[str, str], ...]
+
+
 Event: TypeAlias = (
     MessageAppended
+    | RecordsAttested
+    | RestoredFrom
     | MessageMarked
     | SessionStarted
     | CompactionRecorded

@@ -45,6 +45,9 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     exported_at: datetime
     events: tuple[ExportedEvent, ...]
     bodies: tuple[ExportedBody, ...]
+    # The hash of the last event as the exporting store chained it ("" from older releases): a
+    # restore re-derives the chain from the events and refuses a document that does not reach it.
+    head: str = ""
 
     def to_json(self) -> bytes:
         """The document as JSON bytes."""

@@ -15,7 +15,8 @@ decide again and retry.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -32,6 +33,9 @@ from transcript.model.errors import (
     InvalidArgument,
     InvalidMessage,
     SessionNotFound,
+    StoreCorrupted,
+    StoreUnavailable,
+    TranscriptError,
 )
 from transcript.model.events import CapsSet, Event, MessageAppended, ProcessesSet, ProviderCaps, TitleSet
 from transcript.model.ids import check_session_id as check_session_id, new_message_id, utc_now
@@ -157,14 +161,15 @@ class Transcript:
         provider: str | ProviderCaps | None = None,
         title: str | None = None,
         before_compact: BeforeCompact | None = None,
+        anchor: bool | str | Path = False,
     ) -> Transcript:
         """Open a file and one of its sessions; closing the transcript closes the file.
 
         `config` is the compaction policy, `summarizer` the model summarizer full compaction calls
         (None: the local one), `reinject` the host callback that supplies current file content after a
         full compaction, `before_compact` the host hook asked before an automatic round writes anything
-        (`planner.trigger.RoundPlan` -> False vetoes it). `timeout`, `synchronous` and `tokenizer` are as
-        for `Store.open`.
+        (`planner.trigger.RoundPlan` -> False vetoes it). `timeout`, `synchronous`, `tokenizer` and
+        `anchor` are as for `Store.open`.
         """
         get_counter(tokenizer)
         check_session_id(session_id)
@@ -182,7 +187,9 @@ class Transcript:
         if not create and not readonly and absent(path):
             missing = path or default_path()
             raise SessionNotFound(f"no session {session_id!r}: there is no file {missing}")
-        events = open_backend(path, readonly=readonly, timeout=timeout, synchronous=synchronous)
+        events = open_backend(
+            path, readonly=readonly, timeout=timeout, synchronous=synchronous, anchor=anchor
+        )
         try:
             return cls.attach(
                 events, session_id, create=create, tokenizer=tokenizer, owns_store=True, **settings
@@ -577,6 +584,7 @@ class Transcript:
         return SessionState(
             session_id=self.session_id,
             exported_at=utc_now(),
+            head=records[-1].hash if records else "",
             events=tuple(
                 ExportedEvent(version=r.version, recorded_at=r.recorded_at, event=r.event) for r in records
             ),
@@ -749,9 +757,10 @@ class Transcript:
         token = self.events.change_token()
         loaded = self.events.load(self.session_id)
         live = self._live
-        live.load(loaded.bodies)
-        for version, event in loaded.events:
-            live.apply(version, event, {})
+        with _folding(self.session_id):
+            live.load(loaded.bodies)
+            for version, event in loaded.events:
+                live.apply(version, event, {})
         live.version = loaded.version
         self._seen = token
 
@@ -760,9 +769,22 @@ class Transcript:
         if token == self._seen and not force:
             return
         events, bodies = self.events.read_since(self.session_id, self._live.version)
-        for version, event in events:
-            self._live.apply(version, event, bodies)
+        with _folding(self.session_id):
+            for version, event in events:
+                self._live.apply(version, event, bodies)
         self._seen = token
+
+
+@contextlib.contextmanager
+def _folding(session_id: str) -> Iterator[None]:
+    """Fold what the store returned: what was stored was checked when it was written, so anything
+    that cannot be folded now was damaged since — `StoreCorrupted`, whatever it broke."""
+    try:
+        yield
+    except (StoreCorrupted, StoreUnavailable):
+        raise
+    except (TranscriptError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        raise StoreCorrupted(f"session {session_id!r}: its stored log cannot be folded ({exc})") from exc
 
 
 def live_session(transcript: Transcript) -> LiveSession:

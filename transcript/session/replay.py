@@ -62,10 +62,21 @@ class Replayer:
     """Folds one session's log, stopping at points to look at the view."""
 
     def __init__(self, store: EventStore, session_id: str, *, until: int | None = None) -> None:
-        self.session_id = session_id
-        self.records, self.bodies = store.read_log(session_id, until)
-        if not self.records and until is None:
+        records, bodies = store.read_log(session_id, until)
+        if not records and until is None:
             raise SessionNotFound(f"no session {session_id!r} in {store.path}")
+        self._start(session_id, records, bodies)
+
+    @classmethod
+    def over(cls, session_id: str, records: list[LogRecord], bodies: dict[str, StoredBody]) -> Replayer:
+        """A replayer over a log held in memory (a document about to be restored, say)."""
+        replayer = cls.__new__(cls)
+        replayer._start(session_id, records, bodies)
+        return replayer
+
+    def _start(self, session_id: str, records: list[LogRecord], bodies: dict[str, StoredBody]) -> None:
+        self.session_id = session_id
+        self.records, self.bodies = records, bodies
         self.live = LiveSession(session_id, "")
         self.config = CompactConfig()
         self._excluded: list[int] = []
@@ -221,7 +232,11 @@ def view_at(store: EventStore, session_id: str, point: int | Literal["last"]) ->
 
 def check_served(store: EventStore, session_id: str) -> ServedCheck:
     """Re-render the view at every served-view record and compare it with what was recorded."""
-    replayer = Replayer(store, session_id)
+    return served_check(Replayer(store, session_id))
+
+
+def served_check(replayer: Replayer) -> ServedCheck:
+    """`check_served` over any replayer (it folds the whole log)."""
     served: list[str] = []
     verified = 0
     drifts: list[Drift] = []

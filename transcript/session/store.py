@@ -40,6 +40,7 @@ class Store:
         timeout: float = 5.0,
         synchronous: str = "FULL",
         tokenizer: str = CL100K,
+        anchor: bool | str | Path = False,
     ) -> Store:
         """Open (and, unless read-only, create or migrate) a store.
 
@@ -47,10 +48,14 @@ class Store:
         store. `synchronous="FULL"` makes every committed turn survive power loss; `"NORMAL"` trades
         that for speed. `timeout` is how long a writer waits for another's lock before `StoreLocked`.
         `tokenizer` is `cl100k_base` (exact) or `chars/4` (an estimate, only when asked for).
+        `anchor=True` keeps a head anchor file beside the store (`<file>.anchor`; or give a path): after
+        every commit it records the heads, fsync'd, so `verify` names a tail the file lost.
         """
         get_counter(tokenizer)
         check_flag(readonly, "readonly")
-        backend = open_backend(path, readonly=readonly, timeout=timeout, synchronous=synchronous)
+        backend = open_backend(
+            path, readonly=readonly, timeout=timeout, synchronous=synchronous, anchor=anchor
+        )
         return cls(backend, tokenizer=tokenizer)
 
     @property
@@ -129,16 +134,20 @@ class Store:
         """Rebuild an exported session (`Transcript.export_state()`) in this file, in one transaction.
 
         The session must not exist yet; its view is the exported one, byte for byte. The document is
-        checked as an append would check it before anything is written (`InvalidMessage`).
+        checked before anything is written (`InvalidMessage`): as an append would check it, its
+        events against the head it states, and its log folded as a resumed process would fold it
+        (`transcript.session.restoring`). The copy records the original's re-derived head, which
+        then vouches for it: `verify(expect_heads={copy: original_head})`.
         """
         from mutate.copy import restore_session
+        from transcript.session.restoring import check_candidate
 
         if not isinstance(state, SessionState):
             raise InvalidArgument(f"restore takes a SessionState, not {type(state).__name__}")
         check_settings(**settings)
         target = session_id if session_id is not None else state.session_id
         check_session_id(target)
-        restore_session(self.events, state, target, self.counter)
+        restore_session(self.events, state, target, self.counter, before_write=lambda: check_candidate(state))
         return self.session(target, **settings)
 
     def fork(

@@ -9,11 +9,25 @@ from pathlib import Path
 from typing import Final
 
 from transcript.model.errors import InvalidArgument
-from transcript.store.location import MEMORY_RECORDER, check_location
-from transcript.store.log import EventLog
+from transcript.store.location import MEMORY, MEMORY_RECORDER, check_location
+from transcript.store.log import EventLog, HeadAnchor
 from transcript.store.recorder import Recorder
 
 SYNC_MODES: Final = ("FULL", "EXTRA", "NORMAL", "OFF")
+ANCHOR_SUFFIX: Final = ".anchor"
+
+
+def anchor_location(location: str, anchor: object) -> str | None:
+    """Where a store's head anchor file is (None: no anchor), or `InvalidArgument`."""
+    if anchor is False or anchor is None:
+        return None
+    if anchor is True:
+        if location == MEMORY or location.startswith(MEMORY_RECORDER):
+            raise InvalidArgument(f"{location} is not a file: name the head anchor's path (anchor=PATH)")
+        return location + ANCHOR_SUFFIX
+    if isinstance(anchor, (str, Path)) and str(anchor):
+        return str(anchor)
+    raise InvalidArgument(f"anchor is True, False or a path, not {anchor!r}")
 
 
 def open_recorder(
@@ -52,10 +66,22 @@ def open_backend(
     readonly: bool = False,
     timeout: float = 5.0,
     synchronous: str = "FULL",
+    anchor: bool | str | Path = False,
 ) -> EventLog:
     """The event log of the store at `location`: created or migrated unless read-only.
 
     `timeout` is how long a writer waits for another's lock; `synchronous` how durable a commit is
-    (SQLite's setting: `FULL` survives power loss).
+    (SQLite's setting: `FULL` survives power loss). `anchor` keeps a head anchor file (`True`: beside
+    a store file, as `<file>.anchor`; or a path), which `verify` reads to name a lost tail.
     """
-    return EventLog(open_recorder(location, readonly=readonly, timeout=timeout, synchronous=synchronous))
+    target = check_location(location)
+    anchor_path = anchor_location(target, anchor)
+    recorder = open_recorder(target, readonly=readonly, timeout=timeout, synchronous=synchronous)
+    log = EventLog(recorder, anchor=HeadAnchor(anchor_path) if anchor_path and not readonly else None)
+    if log.recorder.attestation_due:
+        try:
+            log.attest()
+        except BaseException:
+            log.close()
+            raise
+    return log

@@ -27,6 +27,10 @@ from transcript.store.location import MEMORY, default_path
 Synchronous = Literal["FULL", "NORMAL", "OFF", "EXTRA"]
 
 
+# What SQLite says when the schema it reads is not the one the store's migrations made.
+_SCHEMA_DAMAGE: Final = ("no such column", "no such table", "no such function", "duplicate column name")
+
+
 def translate(exc: sqlite3.Error, action: str) -> TranscriptError:
     """The typed error for a `sqlite3` error raised while doing `action`."""
     name = getattr(exc, "sqlite_errorname", "") or ""
@@ -39,6 +43,11 @@ def translate(exc: sqlite3.Error, action: str) -> TranscriptError:
         return StoreFull(f"{detail} (nothing of this write was stored)")
     if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "not a database" in str(exc):
         return StoreCorrupted(detail)
+    if "decode to UTF-8" in str(exc):
+        return StoreCorrupted(f"{detail} (text stored in the file is not valid UTF-8)")
+    if str(exc).startswith(_SCHEMA_DAMAGE) or "already exists" in str(exc):
+        # The store's own statements name only what its migrations created: the schema was damaged.
+        return StoreCorrupted(f"{detail} (the file's schema is not the one its migrations made)")
     if name.startswith(("SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_PERM", "SQLITE_AUTH")):
         return StoreUnavailable(detail)
     if isinstance(exc, sqlite3.OperationalError):

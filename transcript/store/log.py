@@ -14,6 +14,7 @@ tolerantly: a damaged mark is an `UnreadableEvent` the fold can live with, any o
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Final
@@ -27,10 +28,11 @@ from transcript.model.errors import (
     InvalidArgument,
     StoreCorrupted,
     StoreReadOnly,
+    StoreUnavailable,
     TranscriptError,
     WriteRefused,
 )
-from transcript.model.events import EVENT_DECODER, EVENT_ENCODER, Event, MessageAppended
+from transcript.model.events import EVENT_DECODER, EVENT_ENCODER, Event, MessageAppended, RecordsAttested
 from transcript.model.hashing import GENESIS, event_hash, record_digest
 from transcript.store.explained import unexplained_marks
 from transcript.store.port import (
@@ -75,8 +77,9 @@ class EventLog:
     that read a backend's own storage (a SQLite file's SQL, say). One per thread.
     """
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Recorder, *, anchor: HeadAnchor | None = None) -> None:
         self.recorder = recorder
+        self.anchor = anchor
         # The last head this log saw of each session, so a commit need not read it again: a stale one
         # only costs a conflict, because the recorder moves a head only from the one named.
         self._heads: dict[str, tuple[int, str]] = {}
@@ -98,6 +101,8 @@ class EventLog:
 
     def close(self) -> None:
         """Release the backend. Committed work is already durable; nothing else is pending."""
+        if self.anchor is not None:
+            self.anchor.close()
         self.recorder.close()
 
     def __repr__(self) -> str:
@@ -108,16 +113,28 @@ class EventLog:
 
     def sessions(self) -> list[SessionInfo]:
         """Every session in the store, by id, with its message count, version, head and title."""
-        return [
-            SessionInfo(
-                session_id=row.session_id,
-                messages=row.messages,
-                version=row.version,
-                head_hash=row.head_hash,
-                title=row.title or "",
+        listed = []
+        for row in self.recorder.sessions():
+            if not (
+                isinstance(row.session_id, str)
+                and isinstance(row.messages, int)
+                and isinstance(row.version, int)
+                and isinstance(row.head_hash, str)
+                and isinstance(row.title, (str, type(None)))
+            ):
+                raise StoreCorrupted(
+                    f"heads row (session {row.session_id!r}): it holds values of the wrong type"
+                )
+            listed.append(
+                SessionInfo(
+                    session_id=row.session_id,
+                    messages=row.messages,
+                    version=row.version,
+                    head_hash=row.head_hash,
+                    title=row.title or "",
+                )
             )
-            for row in self.recorder.sessions()
-        ]
+        return listed
 
     def head(self, session_id: str) -> tuple[int, str]:
         """The session's latest version and event hash (0 and the genesis hash when empty)."""
@@ -134,10 +151,16 @@ class EventLog:
         recorder = self.recorder
         with recorder.reading():
             version = self.head(session_id)[0]
-            appends = list(recorder.events(session_id, kinds="appends"))
-            rows = {row.message_id: row for row in recorder.bodies([r.message_id or "" for r in appends])}
+            appends = list(recorder.history(session_id))
+            for seq, (at, stored_seq, _) in enumerate(appends):
+                if stored_seq != seq:
+                    raise StoreCorrupted(
+                        f"events row (session {session_id!r}, version {at}): it appends seq "
+                        f"{stored_seq!r}, the history's next is {seq}"
+                    )
+            decoded = _decoded(recorder.bodies([message_id or "" for _, _, message_id in appends]))
             others = _decode_events(session_id, recorder.events(session_id, kinds="others"))
-        return LoadedSession(version, _history_bodies(session_id, appends, rows), others)
+        return LoadedSession(version, _history_bodies(session_id, appends, decoded), others)
 
     def read_since(
         self, session_id: str, version: int
@@ -156,7 +179,7 @@ class EventLog:
         """The session's log up to version `until` (all of it by default), with the bodies it appends."""
         with self.recorder.reading():
             records = [
-                LogRecord(row.version, row.recorded_at, _strict(session_id, row))
+                LogRecord(row.version, row.recorded_at, _strict(session_id, row), row.hash)
                 for row in self.recorder.events(session_id, until=until)
             ]
             ids = [r.event.message_id for r in records if isinstance(r.event, MessageAppended)]
@@ -184,6 +207,46 @@ class EventLog:
         if not self.capabilities.search:
             raise InvalidArgument(f"{self.path}: this backend keeps no full-text index (SQLite stores do)")
         return self.recorder.search(phrase, session_id=session_id, limit=limit)
+
+    def attest(self) -> dict[str, int]:
+        """Chain the record digests of bodies appended before appends carried them: one
+        `RecordsAttested` event at the head of each session that has such appends (none twice).
+        Returns how many records each attested session got; a head kept before stays an ancestor
+        that `verify --expect-head` accepts."""
+        attested: dict[str, int] = {}
+        for info in self.sessions():
+            for _ in range(_BODY_ATTEMPTS):
+                version = self.head(info.session_id)[0]
+                need = self._unattested(info.session_id, version)
+                if not need:
+                    break
+                digests = {row.message_id: row.digest for row in self.recorder.bodies(need)}
+                records = tuple(
+                    (message_id, digests[message_id]) for message_id in need if message_id in digests
+                )
+                try:
+                    self.commit(
+                        [SessionWrite(info.session_id, version, [RecordsAttested(records=records)], {})]
+                    )
+                except ConflictError:
+                    continue
+                attested[info.session_id] = len(records)
+                break
+        return attested
+
+    def _unattested(self, session_id: str, version: int) -> list[str]:
+        """Bodies the session appended without a record in the chain, in order."""
+        missing: dict[str, None] = {}
+        covered: set[str] = set()
+        for row in self.recorder.events(session_id, until=version):
+            if row.kind not in (MessageAppended.__struct_config__.tag, RecordsAttested.__struct_config__.tag):
+                continue
+            event = _strict(session_id, row)
+            if isinstance(event, MessageAppended) and not event.record:
+                missing[event.message_id] = None
+            elif isinstance(event, RecordsAttested):
+                covered.update(message_id for message_id, _ in event.records)
+        return [message_id for message_id in missing if message_id not in covered]
 
     def _read_bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:
         return {row.message_id: _body(row) for row in self.recorder.bodies(message_ids)}
@@ -229,6 +292,8 @@ class EventLog:
             head = (row.events[-1].version, row.events[-1].hash) if row.events else row.expected
             self._heads[row.session_id] = head
             done.append(Committed(head[0], kept, token))
+        if self.anchor is not None:
+            self.anchor.record({row.session_id: self._heads[row.session_id] for row in rows if row.events})
         return done
 
     def _rows(
@@ -246,9 +311,11 @@ class EventLog:
                 f"{expected_version}; nothing was written (catch up and retry)"
             )
         appended = [event for event in events if isinstance(event, MessageAppended)]
-        new_bodies, reused = self._new_bodies(appended, bodies, adding) if appended else ([], {})
+        new_bodies, reused, records = self._new_bodies(appended, bodies, adding) if appended else ([], {}, {})
         rows = []
         for event in events:
+            if isinstance(event, MessageAppended):
+                event = _with_record(event, records[event.message_id])
             version += 1
             payload = _payload(event)
             prev = event_hash(prev, session_id, version, recorded_at, payload)
@@ -260,8 +327,9 @@ class EventLog:
 
     def _new_bodies(
         self, appended: list[MessageAppended], bodies: Mapping[str, NewBody], adding: dict[str, BodyRow]
-    ) -> tuple[list[BodyRow], dict[str, tuple[int, ...]]]:
-        """The bodies to store; and the stored counts of those the store already has.
+    ) -> tuple[list[BodyRow], dict[str, tuple[int, ...]], dict[str, str]]:
+        """The bodies to store; the stored counts of those the store already has; and the record
+        digest of every appended body (its append event carries it into the chain).
 
         A body already stored (a fork, a re-import, a re-append; or added by an earlier write of this
         commit) must be the very same record: the same message, `created_at` and `metadata`
@@ -272,26 +340,132 @@ class EventLog:
         stored.update(adding)
         new: list[BodyRow] = []
         reused: dict[str, tuple[int, ...]] = {}
+        records: dict[str, str] = {}
         for event in appended:
             body = bodies.get(event.message_id)
             row = stored.get(event.message_id)
             if row is not None:
                 same = row.hash == event.body_hash and (body is None or stored_bytes(row.body) == body.data)
                 if not same:
+                    _check_intact(row)
                     raise DuplicateMessage(
                         f"message {event.message_id!r} is already stored with other content, time or "
                         "metadata; message ids are unique in a store (nothing was written)"
                     )
                 reused[event.message_id] = _counts(row)
+                records[event.message_id] = row.digest
                 continue
-            if body is None or body.hash != event.body_hash:
+            if body is None:
+                raise StoreCorrupted(
+                    f"bodies: message {event.message_id!r} is appended as a stored body, and no body of "
+                    "that id is stored (run `transcript verify`); nothing was written"
+                )
+            if body.hash != event.body_hash:
                 raise TranscriptError(f"internal: no matching body for appended message {event.message_id!r}")
             counts = _TOKENS_ENCODER.encode(body.tokens)
             digest = record_digest(body.data, counts, body.tokenizer)
             row = BodyRow(event.message_id, body.hash, body.tokenizer, counts, body.data, digest)
             stored[event.message_id] = adding[event.message_id] = row
+            records[event.message_id] = digest
             new.append(row)
-        return new, reused
+        return new, reused, records
+
+
+class HeadAnchor:
+    """A file beside the store that records each session's head after every commit (JSON lines,
+    fsync'd, mode 0600): `verify` reads it and names a tail the store lost (a deleted `-wal`, a
+    restored backup) without a hash kept by hand. A head it holds may lag the store by the commit
+    a crash interrupted, never lead it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def record(self, heads: Mapping[str, tuple[int, str]]) -> None:
+        """Append the heads just committed, durably."""
+        if not heads:
+            return
+        lines = b"".join(
+            _ANCHOR_ENCODER.encode({"session_id": sid, "version": version, "hash": digest}) + b"\n"
+            for sid, (version, digest) in heads.items()
+        )
+        try:
+            if self._fd is None:
+                self._fd = _open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            os.write(self._fd, lines)
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"the write was committed, but the head anchor {self.path} could not record it: "
+                f"{exc.strerror}"
+            ) from exc
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+_ANCHOR_ENCODER: Final = msgspec.json.Encoder()
+
+
+def read_anchor(path: str) -> dict[str, tuple[int, str]]:
+    """The last head an anchor file holds for each session; a torn last line (a crash while it was
+    written) is passed over. Raises `InvalidArgument` when the file is not an anchor file."""
+    try:
+        fd = _open_private(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return {}
+    with os.fdopen(fd, "rb") as file:
+        lines = file.read().splitlines()
+    heads: dict[str, tuple[int, str]] = {}
+    for number, line in enumerate(lines, start=1):
+        try:
+            entry = msgspec.json.decode(line, type=_AnchorLine)
+        except msgspec.DecodeError as exc:
+            if number == len(lines):
+                break
+            raise InvalidArgument(f"{path}, line {number}: not a head anchor line ({exc})") from exc
+        heads[entry.session_id] = (entry.version, entry.hash)
+    return heads
+
+
+class _AnchorLine(msgspec.Struct, frozen=True):
+    session_id: str
+    version: int
+    hash: str
+
+
+def _open_private(path: str, flags: int) -> int:
+    """Open a file without following a link, created readable by its owner only."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise InvalidArgument(f"cannot open the head anchor {path}: {exc.strerror}") from exc
+
+
+def _with_record(event: MessageAppended, digest: str) -> MessageAppended:
+    """The append with its body's record digest: the chain then covers every byte a view renders or
+    counts. An append that names another record (a copied log whose body was edited) is refused."""
+    if not event.record:
+        return msgspec.structs.replace(event, record=digest)
+    if event.record != digest:
+        raise InvalidArgument(
+            f"the append of message {event.message_id!r} records a digest its stored body does not have "
+            "(its time, metadata or counts differ); nothing was written"
+        )
+    return event
+
+
+def _check_intact(row: BodyRow) -> None:
+    """`StoreCorrupted` when a stored body no longer matches its own digest (damage, not a duplicate)."""
+    if record_digest(stored_bytes(row.body), stored_bytes(row.tokens), row.tokenizer) != row.digest:
+        raise StoreCorrupted(
+            f"bodies row (message {row.message_id!r}): its record does not match its digest "
+            "(run `transcript verify`); nothing was written"
+        )
 
 
 def stored_bytes(value: object) -> bytes:
@@ -364,34 +538,44 @@ def _counts(row: BodyRow) -> tuple[int, ...]:
     return counts
 
 
-def _history_bodies(session_id: str, appends: list[EventRow], rows: dict[str, BodyRow]) -> list[StoredBody]:
-    """A whole history's bodies and counts, in order, decoded in one tight loop.
+def _decoded(rows: Iterable[BodyRow]) -> dict[str, StoredBody]:
+    """Bodies decoded as their rows arrive, in one tight loop; `StoreCorrupted` names a row that
+    cannot be read.
 
     The garbage collector is paused meanwhile: the decoded values hold no reference cycles, and
-    pausing it saves collections that would traverse the growing list again and again. When a body
-    cannot be read, or is missing, the rows are gone through one by one to name it.
+    pausing it saves collections that would traverse the growing dict again and again.
     """
     message, tokens = MESSAGE_DECODER.decode, _TOKENS_DECODER.decode
+    decoded: dict[str, StoredBody] = {}
     paused = gc.isenabled()
     gc.disable()
     try:
-        try:
-            return [
-                StoredBody(message(row.body), tokens(row.tokens))
-                for row in (rows[append.message_id or ""] for append in appends)
-            ]
-        except (msgspec.DecodeError, TypeError, KeyError):
-            return [_history_body(session_id, append, rows) for append in appends]
+        for row in rows:
+            try:
+                decoded[row.message_id] = StoredBody(message(row.body), tokens(row.tokens))
+            except (msgspec.DecodeError, TypeError) as exc:
+                raise StoreCorrupted(
+                    f"bodies row (message {row.message_id!r}): it cannot be read ({exc})"
+                ) from exc
     finally:
         if paused:
             gc.enable()
+    return decoded
 
 
-def _history_body(session_id: str, append: EventRow, rows: dict[str, BodyRow]) -> StoredBody:
-    row = rows.get(append.message_id or "")
-    if row is None:
-        raise StoreCorrupted(
-            f"events row (session {session_id!r}, version {append.version}): it appends message "
-            f"{append.message_id!r}, and no body of that id is stored"
-        )
-    return _body(row)
+def _history_bodies(
+    session_id: str, appends: list[tuple[int, int | None, str | None]], decoded: dict[str, StoredBody]
+) -> list[StoredBody]:
+    """The history's bodies in order: each append's body, which must be stored and be that message."""
+    bodies = []
+    for version, _, message_id in appends:
+        body = decoded.get(message_id or "")
+        if body is None:
+            raise StoreCorrupted(
+                f"events row (session {session_id!r}, version {version}): it appends message "
+                f"{message_id!r}, and no body of that id is stored"
+            )
+        if body.message.id != message_id:
+            raise StoreCorrupted(f"bodies row (message {message_id!r}): it holds message {body.message.id!r}")
+        bodies.append(body)
+    return bodies

@@ -56,6 +56,9 @@ class MemoryRecorder:
         enforced_append_only=False, durable=False, search=False, sql_views=False
     )
 
+    # Its logs were written by this release: every append carries its record digest.
+    attestation_due: Final = False
+
     def __init__(self, rows: _Rows, location: str, *, readonly: bool) -> None:
         self._rows = rows
         self.location = location
@@ -114,6 +117,11 @@ class MemoryRecorder:
         elif kinds == "others":
             rows = [row for row in rows if row.kind != _APPENDED]
         return iter(rows)
+
+    def history(self, session_id: str) -> Iterator[tuple[int, int | None, str | None]]:
+        with self._rows.lock:
+            log = list(self._rows.events.get(session_id, []))
+        return ((row.version, row.seq, row.message_id) for row in log if row.kind == _APPENDED)
 
     def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
         stored = self._rows.bodies

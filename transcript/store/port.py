@@ -137,11 +137,13 @@ class UnreadableEvent(NamedTuple):
 
 
 class LogRecord(NamedTuple):
-    """One event of a session's log as stored: its version, when it was recorded, what it says."""
+    """One event of a session's log as stored: its version, when it was recorded, what it says, and
+    its chained hash."""
 
     version: int
     recorded_at: str
     event: Event
+    hash: str = ""
 
 
 class LoadedSession(NamedTuple):

@@ -137,6 +137,12 @@ class Recorder(Protocol):
         """What the backend offers beyond the protocol."""
         ...
 
+    @property
+    def attestation_due(self) -> bool:
+        """Whether this open migrated a store whose appends predate record digests in the chain
+        (the log then attests them: `EventLog.attest`)."""
+        ...
+
     def insert(self, writes: Sequence[RecorderWrite]) -> Hashable:
         """Store every write in one transaction, or nothing: each session must be at its expected
         head (else `ConflictError`); a body id already stored raises `BodyTaken`. Returns the change
@@ -160,6 +166,10 @@ class Recorder(Protocol):
     ) -> Iterator[EventRow]:
         """The session's events with `after < version <= until`, in version order; `kinds` selects
         appends only, all but appends, or all."""
+        ...
+
+    def history(self, session_id: str) -> Iterator[tuple[int, int | None, str | None]]:
+        """The session's appends as (version, seq, message_id), in version order: its history."""
         ...
 
     def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from transcript.model.errors import SchemaError
+from transcript.model.errors import SchemaError, StoreCorrupted
 from transcript.model.hashing import record_digest
 
 if TYPE_CHECKING:
@@ -288,6 +288,15 @@ _BODY_TEXT: Final = """(
     ), char(10))
     FROM json_each({body}, '$.parts') AS p
 )"""
+SEARCH_TABLE: Final = "message_text"
+SEARCH_COLUMN: Final = "text"
+
+
+def body_text(body: str) -> str:
+    """The SQL expression of the text search indexes for a body column."""
+    return _BODY_TEXT.format(body=body)
+
+
 SEARCH: Final = (
     "CREATE VIRTUAL TABLE message_text USING fts5(text)",
     "INSERT INTO message_text (rowid, text) SELECT id, " + _BODY_TEXT.format(body="body") + " FROM bodies",
@@ -295,6 +304,8 @@ SEARCH: Final = (
     "INSERT INTO message_text (rowid, text) VALUES (NEW.id, " + _BODY_TEXT.format(body="NEW.body") + "); END",
     "CREATE INDEX events_message_id ON events (message_id) WHERE message_id IS NOT NULL",
 )
+
+SEARCH_TRIGGER: Final = SEARCH[2].split()[2]
 
 # Every view this release creates, by name, with its SQL as SQLite keeps it (what `verify` compares).
 VIEW_SQL: Final = {statement.split()[2]: statement.strip() for statement in (_INITIAL[2], *VIEWS)}
@@ -330,6 +341,9 @@ def _digest_of_row(body: object, tokens: object, tokenizer: object) -> str:
     return record_digest(stored_bytes(body), stored_bytes(tokens), str(tokenizer))
 
 
+ATTESTATION: Final = "0005_record_digests_in_the_chain"
+
+
 def _build_migrations() -> list[tuple[str, Migration]]:
     initial = list(_INITIAL)
     for table in APPEND_ONLY_TABLES:
@@ -339,6 +353,9 @@ def _build_migrations() -> list[tuple[str, Migration]]:
         ("0002_record_digests_and_heads", _record_digests_and_heads),
         ("0003_json_text_and_views", _json_text_and_views),
         ("0004_sessions_view_fork_parent", _sessions_view_fork_parent),
+        # Appends carry their body's record digest from here on; the event log attests the bodies
+        # appended before (`EventLog.attest`) right after this migration: no table changes.
+        (ATTESTATION, _statements([])),
     ]
 
 
@@ -362,6 +379,13 @@ def applied(conn: sqlite3.Connection) -> list[str]:
 def check(conn: sqlite3.Connection, *, can_migrate: bool) -> list[str]:
     """The pending migrations, after refusing files this release must not touch."""
     done = applied(conn)
+    damaged = [name for name, known in zip(done, KNOWN, strict=False) if name != known]
+    if damaged:
+        # Migrations are recorded in order: one this release knows, at its place, cannot be another
+        # release's; a name that differs there was damaged.
+        raise StoreCorrupted(
+            f"{MIGRATIONS_TABLE}: migration {damaged[0]!r} is recorded where this release's are"
+        )
     unknown = [name for name in done if name not in KNOWN]
     if unknown:
         raise SchemaError(
@@ -378,7 +402,8 @@ def check(conn: sqlite3.Connection, *, can_migrate: bool) -> list[str]:
                 f"this database is not a transcript store (it has table {foreign[0]!r} and no "
                 "transcript-store migrations)"
             )
-    if pending and not can_migrate:
+    if pending and not can_migrate and pending != [ATTESTATION]:
+        # (The attestation changes no table: a reader of a file that awaits it reads it as it is.)
         raise SchemaError(
             f"this file needs migration {pending[0]!r}; open it once read-write to migrate it "
             "(a read-only open never migrates)"
@@ -414,3 +439,46 @@ class _Runner:
 
     def __call__(self, db: Database, /) -> None:
         self.migration(db.conn)
+
+
+# What SQLite itself adds to a schema, and the migrations table whose SQL sqlite-utils writes (it may
+# differ between sqlite-utils releases): present or not, never compared.
+_UNCOMPARED: Final = ("sqlite_", MIGRATIONS_TABLE, f"idx_{MIGRATIONS_TABLE}")
+LOG_TABLES: Final = ("bodies", "events", "heads")
+_RELEASE: dict[bool, dict[tuple[str, str], str]] = {}
+
+
+def release_objects(*, search: bool) -> dict[tuple[str, str], str]:
+    """Every table, index, trigger and view this release's migrations create (and search, when it
+    is on), by (type, name), with its SQL as SQLite keeps it: built once, in memory, by running them."""
+    if search not in _RELEASE:
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        try:
+            migrate(conn)
+            if search:
+                for statement in SEARCH:
+                    conn.execute(statement)
+            _RELEASE[search] = objects(conn)
+        finally:
+            conn.close()
+    return _RELEASE[search]
+
+
+def objects(conn: sqlite3.Connection) -> dict[tuple[str, str], str]:
+    """The schema's objects by (type, name) with their SQL, but those SQLite and sqlite-utils own."""
+    return {
+        (kind, name): sql or ""
+        for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master")
+        if not str(name).startswith(_UNCOMPARED)
+    }
+
+
+def foreign_triggers(conn: sqlite3.Connection) -> list[str]:
+    """Triggers on the log's tables that this release did not create (or whose SQL it did not
+    write): a write could be changed or dropped by them, so none is made while one is there."""
+    known = {**GUARD_SQL, SEARCH_TRIGGER: SEARCH[2]}
+    rows = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+        "AND tbl_name IN ('bodies', 'events', 'heads')"
+    )
+    return [name for name, sql in rows if known.get(name) != sql]

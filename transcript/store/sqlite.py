@@ -11,11 +11,12 @@ the writer capability, de-duplication — is the event log's (`transcript.store.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final
 
-from transcript.model.errors import ConflictError, StoreReadOnly
+from transcript.model.errors import ConflictError, StoreCorrupted, StoreReadOnly
 from transcript.store import connection, schema
 from transcript.store.location import MEMORY
 from transcript.store.port import SearchHit
@@ -40,6 +41,10 @@ _SYNC: Final[dict[str, connection.Synchronous]] = {
 }
 _EVENT_COLUMNS: Final = "version, kind, seq, message_id, recorded_at, payload, hash"
 _BODY_COLUMNS: Final = "message_id, hash, tokenizer, tokens, body, digest"
+# The JSON columns are read as their bytes: SQLite then never decodes them, so a damaged byte reaches
+# the log's decoder (a mark it cannot read is then a diagnostic, not a failed read).
+_EVENT_READ: Final = "version, kind, seq, message_id, recorded_at, CAST(payload AS BLOB), hash"
+_BODY_READ: Final = "message_id, hash, tokenizer, CAST(tokens AS BLOB), CAST(body AS BLOB), digest"
 _KINDS: Final = {
     "all": "",
     "appends": " AND kind = 'message_appended'",
@@ -63,6 +68,9 @@ class SqliteRecorder:
             enforced_append_only=True, durable=location != MEMORY, search=True, sql_views=True
         )
         self._local_writes = 0
+        self._schema: tuple[int, list[str]] = (-1, [])
+        # True after this open migrated a file whose appends predate record digests in the chain.
+        self.attestation_due = False
 
     @classmethod
     def open(
@@ -87,15 +95,23 @@ class SqliteRecorder:
             text_errors="surrogateescape" if verifying else "",
         )
         try:
+            pending: list[str] = []
             with connection.translated(f"opening {location}"):
-                if not verifying and schema.check(conn, can_migrate=not readonly):
+                if not verifying:
+                    pending = schema.check(conn, can_migrate=not readonly)
+                if pending and not readonly:
                     schema.migrate(conn)
                 if not readonly and location != MEMORY:
                     conn.execute("PRAGMA journal_mode = WAL").fetchone()
         except BaseException:
             conn.close()
             raise
-        return cls(conn, location, readonly=readonly)
+        recorder = cls(conn, location, readonly=readonly)
+        # A file that held a log before this open (not all migrations were pending) needs attesting.
+        recorder.attestation_due = (
+            not readonly and schema.ATTESTATION in pending and len(pending) < len(schema.KNOWN)
+        )
+        return recorder
 
     def close(self) -> None:
         """Close the connection. Committed work is already durable; nothing else is pending."""
@@ -125,45 +141,67 @@ class SqliteRecorder:
     def head(self, session_id: str) -> tuple[int, str] | None:
         """The session's head row: its version and last event hash, or None."""
         with connection.translated(f"reading session {session_id!r}"):
-            row = self.connection.execute(
-                "SELECT version, hash FROM heads WHERE session_id = ?", (session_id,)
-            ).fetchone()
-        return (row[0], row[1]) if row else None
+            rows = self._fetch(
+                "SELECT version, hash FROM heads WHERE session_id = ?",
+                (session_id,),
+                lambda row: f"heads row (session {session_id!r})",
+            )
+        return (rows[0][0], rows[0][1]) if rows else None
 
     def heads(self) -> dict[str, tuple[object, object]]:
         """Every head row as stored."""
         with connection.translated("reading heads"):
-            return {
-                row[0]: (row[1], row[2])
-                for row in self.connection.execute("SELECT session_id, version, hash FROM heads")
-            }
+            rows = self._fetch("SELECT session_id, version, hash FROM heads", (), lambda row: "heads row")
+        return {row[0]: (row[1], row[2]) for row in rows}
 
     def events(
         self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
     ) -> Iterator[EventRow]:
         """The session's event rows with `after < version <= until`, in order."""
         with connection.translated(f"reading session {session_id!r}"):
-            rows = self.connection.execute(
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? AND version > ? AND version <= ?"
+            rows = self._fetch(
+                f"SELECT {_EVENT_READ} FROM events WHERE session_id = ? AND version > ? AND version <= ?"
                 + _KINDS[kinds]
                 + " ORDER BY version",
                 (session_id, after, until if until is not None else 2**62),
-            ).fetchall()
+                lambda row: f"events row (session {session_id!r}, version {row[0]})",
+            )
         return map(EventRow._make, rows)
 
+    def history(self, session_id: str) -> Iterator[tuple[int, int | None, str | None]]:
+        """The session's appends as (version, seq, message_id), in order."""
+        with connection.translated(f"reading session {session_id!r}"):
+            rows = self._fetch(
+                "SELECT version, seq, message_id FROM events "
+                "WHERE session_id = ? AND kind = 'message_appended' ORDER BY version",
+                (session_id,),
+                lambda row: f"events row (session {session_id!r}, version {row[0]})",
+            )
+        return iter(rows)
+
     def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
-        """The stored bodies with these ids."""
-        with connection.translated("reading bodies"):
-            rows = list(self._select_in(f"SELECT {_BODY_COLUMNS} FROM bodies", message_ids))
-        return map(BodyRow._make, rows)
+        """The stored bodies with these ids, read a chunk at a time (a cold open decodes each chunk
+        before the next is read, so the raw text of a whole history is never held at once)."""
+        select = f"SELECT {_BODY_READ} FROM bodies"
+        for start in range(0, len(message_ids), _IN_CHUNK):
+            chunk = message_ids[start : start + _IN_CHUNK]
+            with connection.translated("reading bodies"):
+                rows = self._fetch(
+                    f"{select} WHERE message_id IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                    lambda row: f"bodies row (message {row[0]!r})",
+                )
+            yield from map(BodyRow._make, rows)
 
     def sessions(self) -> list[SessionRow]:
         """Every session, by id, as the `sessions` view lists it."""
-        with connection.translated("listing sessions"):
-            rows = self.connection.execute(
+        with connection.translated("listing sessions"), self._json_named():
+            rows = self._fetch(
                 "SELECT session_id, messages, head_version, head_hash, coalesce(title, '') FROM sessions "
-                "ORDER BY session_id"
-            ).fetchall()
+                "ORDER BY session_id",
+                (),
+                lambda row: f"sessions view (session {row[0]!r})",
+            )
         return list(map(SessionRow._make, rows))
 
     def scan_bodies(self) -> Iterator[tuple[object, ...]]:
@@ -184,13 +222,46 @@ class SqliteRecorder:
             (data_version,) = self.connection.execute("PRAGMA data_version").fetchone()
         return data_version, self._local_writes
 
-    def _select_in(self, select: str, message_ids: Sequence[str]) -> Iterator[tuple[Any, ...]]:
-        """Rows of `select ... WHERE message_id IN (...)`, in chunks that respect SQLite's variable limit."""
-        for start in range(0, len(message_ids), _IN_CHUNK):
-            chunk = message_ids[start : start + _IN_CHUNK]
-            yield from self.connection.execute(
-                f"{select} WHERE message_id IN ({','.join('?' * len(chunk))})", chunk
-            )
+    @contextlib.contextmanager
+    def _json_named(self) -> Iterator[None]:
+        """Name the row when SQL's JSON functions meet a stored document that is not JSON."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "malformed JSON" not in str(exc):
+                raise
+            conn = self.connection
+            body = conn.execute("SELECT message_id FROM bodies WHERE NOT json_valid(body) LIMIT 1").fetchone()
+            if body is not None:
+                raise StoreCorrupted(f"bodies row (message {body[0]!r}): it is not JSON") from exc
+            event = conn.execute(
+                "SELECT session_id, version FROM events WHERE NOT json_valid(payload) LIMIT 1"
+            ).fetchone()
+            where = f"events row (session {event[0]!r}, version {event[1]})" if event else "a stored row"
+            raise StoreCorrupted(f"{where}: it is not JSON") from exc
+
+    def _fetch(
+        self, sql: str, params: Sequence[object], where: Callable[[tuple[Any, ...]], str]
+    ) -> list[tuple[Any, ...]]:
+        """All rows of a query; `StoreCorrupted` naming the row (by `where`) when a text column holds
+        bytes that are not UTF-8, which only damage can put there."""
+        try:
+            return self.connection.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode to UTF-8" not in str(exc):
+                raise
+        # Only a damaged file gets here: read the rows again as bytes to name the first one at fault.
+        self.connection.text_factory = bytes
+        try:
+            raw = self.connection.execute(sql, params).fetchall()
+        finally:
+            self.connection.text_factory = str
+        for row in raw:
+            named = tuple(v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in row)
+            for value in row:
+                if isinstance(value, bytes) and not _is_utf8(value):
+                    raise StoreCorrupted(f"{where(named)}: text stored there is not valid UTF-8")
+        raise StoreCorrupted("text stored in the file is not valid UTF-8")
 
     # Search.
 
@@ -246,10 +317,24 @@ class SqliteRecorder:
             # Read under the write lock: no one else can commit until we do, and our own commit does
             # not change it, so a session that folds this write itself is current at this token.
             (data_version,) = self.connection.execute("PRAGMA data_version").fetchone()
+            self._refuse_foreign_triggers()
             for write in writes:
                 self._insert(write)
         self._local_writes += 1
         return data_version, self._local_writes
+
+    def _refuse_foreign_triggers(self) -> None:
+        """No write while a trigger this release did not create sits on the log's tables (it could
+        change or silently drop rows); the schema is listed again only when it changed."""
+        (version,) = self.connection.execute("PRAGMA schema_version").fetchone()
+        if version != self._schema[0]:
+            self._schema = (version, schema.foreign_triggers(self.connection))
+        if self._schema[1]:
+            raise StoreCorrupted(
+                f"{self.location}: trigger {self._schema[1][0]!r} on the log's tables is not one "
+                "transcript-store made (added by someone else, or damaged); writes are refused while it "
+                "is there (reads work; `transcript verify` lists the schema)"
+            )
 
     def _insert(self, write: RecorderWrite) -> None:
         session_id, (version, head_hash), bodies, events = write
@@ -259,7 +344,7 @@ class SqliteRecorder:
         if bodies:
             try:
                 # JSON text: the very bytes the hashes cover, readable by any SQLite tool.
-                self.connection.executemany(
+                stored = self.connection.executemany(
                     "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body, digest) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     [
@@ -271,8 +356,9 @@ class SqliteRecorder:
                 raise BodyTaken(
                     f"session {session_id!r}: a body was stored by another writer meanwhile"
                 ) from exc
+            _all_stored(stored.rowcount, len(bodies), "bodies", session_id)
         try:
-            self.connection.executemany(
+            stored = self.connection.executemany(
                 "INSERT INTO events (session_id, version, kind, seq, message_id, recorded_at, payload, hash) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
@@ -291,6 +377,7 @@ class SqliteRecorder:
             )
         except sqlite3.IntegrityError as exc:
             raise ConflictError(f"session {session_id!r} moved on while this write was made") from exc
+        _all_stored(stored.rowcount, len(events), "events", session_id)
 
     def _move_head(self, session_id: str, version: int, head_hash: str, last: EventRow) -> None:
         """Move the session's head from the one the write names to its last event, or `ConflictError`."""
@@ -325,11 +412,11 @@ class SqliteRecorder:
         """The migrations recorded, SQLite's page check, and the guard triggers and views by their SQL."""
         with connection.translated(f"verifying {self.location}"):
             applied = tuple(schema.applied(self.connection))
-            if applied != schema.KNOWN:
+            if applied not in (schema.KNOWN, tuple(k for k in schema.KNOWN if k != schema.ATTESTATION)):
                 detail = f"migrations {list(applied)} recorded, this release expects {list(schema.KNOWN)}"
                 return StorageCheck(applied, [Problem(code="schema", detail=detail)], [], [])
             return StorageCheck(
-                applied, [], list(_page_problems(self.connection)), _guard_problems(self.connection)
+                applied, [], list(_page_problems(self.connection)), _schema_problems(self.connection)
             )
 
 
@@ -340,22 +427,97 @@ def _page_problems(conn: sqlite3.Connection) -> Iterable[Problem]:
         yield from (Problem(code="file_damaged", detail=str(detail)) for detail in found)
 
 
-def _guard_problems(conn: sqlite3.Connection) -> list[Problem]:
-    """Every guard trigger and every view present, with exactly the SQL this release creates."""
-    rows = conn.execute("SELECT type, name, sql FROM sqlite_master WHERE type IN ('trigger', 'view')")
-    present = {(kind, name): sql for kind, name, sql in rows}
+def _schema_problems(conn: sqlite3.Connection) -> list[Problem]:
+    """Every table, index, trigger and view against the release's (their SQL as SQLite keeps it):
+    what is missing, what was changed, and what this release did not create; and the search index
+    against the bodies, when search is on."""
+    present = schema.objects(conn)
+    search = ("table", schema.SEARCH_TABLE) in present
+    release = schema.release_objects(search=search)
     problems = []
-    for name, sql in schema.GUARD_SQL.items():
-        if ("trigger", name) not in present:
-            problems.append(Problem(code="guard_missing", detail=f"trigger {name} was dropped"))
-        elif present["trigger", name] != sql:
-            problems.append(Problem(code="guard_changed", detail=f"trigger {name} does not do what it must"))
-    for name, sql in schema.VIEW_SQL.items():
-        if present.get(("view", name)) != sql:
+    for (kind, name), sql in release.items():
+        found = present.get((kind, name))
+        if kind == "trigger" and name in schema.GUARD_SQL:
+            if found is None:
+                problems.append(Problem(code="guard_missing", detail=f"trigger {name} was dropped"))
+            elif found != sql:
+                problems.append(
+                    Problem(code="guard_changed", detail=f"trigger {name} does not do what it must")
+                )
+        elif kind == "view":
+            if found != sql:
+                problems.append(
+                    Problem(code="view_changed", detail=f"view {name} is missing or not what it must be")
+                )
+        elif found is None:
+            problems.append(Problem(code="schema_missing", detail=f"{kind} {name} is missing"))
+        elif found != sql:
             problems.append(
-                Problem(code="view_changed", detail=f"view {name} is missing or not what it must be")
+                Problem(code="schema_changed", detail=f"{kind} {name} is not the one this release makes")
             )
+    for kind, name in sorted(present.keys() - release.keys()):
+        problems.append(
+            Problem(code="schema_foreign", detail=f"{kind} {name} was not created by transcript-store")
+        )
+    if search:
+        problems.extend(_search_problems(conn))
     return problems
+
+
+def _search_problems(conn: sqlite3.Connection) -> Iterator[Problem]:
+    """The full-text index holds each body's text under its row, and nothing else: its content is
+    compared row by row, and its terms with those of an index built afresh from that content."""
+    expected = conn.execute(f"SELECT id, message_id, {schema.body_text('body')} FROM bodies ORDER BY id")
+    indexed = conn.execute(f"SELECT rowid, text FROM {schema.SEARCH_TABLE} ORDER BY rowid")
+    texts: list[tuple[int, str]] = []
+    for want, got in itertools.zip_longest(expected, indexed):
+        if want is None or got is None or (want[0], want[2]) != tuple(got):
+            where = f"message {want[1]!r}" if want is not None else f"row {got[0]}"
+            yield Problem(
+                code="search_index", detail=f"the search index does not hold what is stored ({where})"
+            )
+            return
+        texts.append((want[0], want[2]))
+    fresh = sqlite3.connect(":memory:")
+    try:
+        fresh.execute(f"CREATE VIRTUAL TABLE t USING fts5({schema.SEARCH_COLUMN})")
+        fresh.executemany("INSERT INTO t (rowid, text) VALUES (?, ?)", texts)
+        fresh.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+        conn.execute(
+            f"CREATE VIRTUAL TABLE temp.stored_terms USING fts5vocab(main, {schema.SEARCH_TABLE}, 'instance')"
+        )
+        order = " ORDER BY term, doc, col, offset"
+        stored = conn.execute("SELECT term, doc, offset FROM temp.stored_terms" + order)
+        built = fresh.execute("SELECT term, doc, offset FROM v" + order)
+        try:
+            differs = next(
+                (want or got for want, got in itertools.zip_longest(built, stored) if want != got), None
+            )
+        finally:
+            stored.close()
+            conn.execute("DROP TABLE temp.stored_terms")
+        if differs is not None:
+            yield Problem(
+                code="search_index", detail=f"the search index's entries for {differs[0]!r} were edited"
+            )
+    finally:
+        fresh.close()
+
+
+def _all_stored(stored: int, rows: int, table: str, session_id: str) -> None:
+    """Check that every row of an insert was stored (something in the database could drop some)."""
+    if stored != rows:
+        raise StoreCorrupted(
+            f"{table}: {stored} of the {rows} rows of session {session_id!r} were stored; nothing was written"
+        )
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _text(value: bytes | str) -> str:

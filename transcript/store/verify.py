@@ -17,14 +17,21 @@ import functools
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
 from transcript.model.arguments import check_flag, check_type
 from transcript.model.codec import decode_message
 from transcript.model.errors import InvalidArgument, TranscriptError
-from transcript.model.events import EVENT_DECODER, Event, MessageAppended, MessageMarked
+from transcript.model.events import (
+    EVENT_DECODER,
+    Event,
+    MessageAppended,
+    MessageMarked,
+    RecordsAttested,
+    RestoredFrom,
+)
 from transcript.model.hashing import GENESIS, body_hash, event_hash, record_digest
 from transcript.store.explained import unexplained_marks
 from transcript.store.recorder import Problem as Problem, Recorder
@@ -43,6 +50,10 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     events: int
     problems: tuple[Problem, ...]
     heads: dict[str, str] = msgspec.field(default_factory=dict)
+    # Sessions whose older appends no attestation covers yet (a file only ever opened read-only by this
+    # release): their bodies' records are checked against their own digests, not against the chain.
+    unattested: tuple[str, ...] = ()
+    anchored: int = 0  # how many sessions an anchor file vouched for
 
     @property
     def ok(self) -> bool:
@@ -56,23 +67,36 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def verify(
-    path: str | Path, *, deep: bool = False, expect_heads: Mapping[str, str] | None = None
+    path: str | Path,
+    *,
+    deep: bool = False,
+    expect_heads: Mapping[str, str] | None = None,
+    anchor: bool | str | Path = True,
 ) -> VerifyReport:
     """Check a store end to end (see the module docstring).
 
     `deep=True` also recounts every body's tokens with the tokenizer that counted them.
     `expect_heads` maps session ids to head hashes kept elsewhere (e.g. printed by `transcript
     sessions` earlier): the whole hash, or any prefix of it of at least `HEAD_PREFIX_MIN` hex digits;
-    a session whose head differs, or that is gone, is named.
+    a session whose head differs, or that is gone, is named. `anchor`: the head anchor file to check
+    the chains against — by default `<file>.anchor` when it exists; a path; or False for none.
     """
-    from transcript.store.backends import open_recorder
+    from transcript.store.backends import anchor_location, open_recorder
+    from transcript.store.location import MEMORY, MEMORY_RECORDER, check_location
+    from transcript.store.log import read_anchor
 
     check_type(path, (str, Path), "path")
     check_flag(deep, "deep")
     check_expected_heads(expect_heads)
-    recorder = open_recorder(path, verifying=True)
+    target = check_location(path)
+    in_memory = target == MEMORY or target.startswith(MEMORY_RECORDER)
+    anchor_path = None if anchor is True and in_memory else anchor_location(target, anchor)
+    if anchor_path and anchor is not True and not Path(anchor_path).exists():
+        raise InvalidArgument(f"no head anchor file at {anchor_path}")
+    anchors = read_anchor(anchor_path) if anchor_path else {}
+    recorder = open_recorder(target, verifying=True)
     try:
-        return check(recorder, deep=deep, expect_heads=expect_heads)
+        return check(recorder, deep=deep, expect_heads=expect_heads, anchors=anchors)
     finally:
         recorder.close()
 
@@ -102,9 +126,15 @@ def check_expected_heads(expect_heads: object) -> None:
 
 
 def check(
-    recorder: Recorder, *, deep: bool = False, expect_heads: Mapping[str, str] | None = None
+    recorder: Recorder,
+    *,
+    deep: bool = False,
+    expect_heads: Mapping[str, str] | None = None,
+    anchors: Mapping[str, tuple[int, str]] | None = None,
 ) -> VerifyReport:
-    """`verify` over an open recorder: the backend's own checks around the log's."""
+    """`verify` over an open recorder: the backend's own checks around the log's. `anchors` are the
+    heads an anchor file recorded (by session: version and hash), each of which the chain must hold."""
+    anchors = dict(anchors or {})
     problems: list[Problem] = []
     with recorder.reading():
         storage = recorder.storage_check()
@@ -119,32 +149,43 @@ def check(
             )
         problems.extend(storage.before)
         summaries: set[str] = set()
-        hashes = dict(_check_bodies(recorder.scan_bodies(), problems, deep, summaries))
-        sessions, events, lasts = _check_sessions(recorder.scan_events(), hashes, summaries, problems)
-        heads = _check_heads(recorder.heads(), lasts, dict(expect_heads or {}), problems)
+        bodies = dict(_check_bodies(recorder.scan_bodies(), problems, deep, summaries))
+        seen = _check_sessions(recorder.scan_events(), bodies, summaries, anchors, problems)
+        _check_body_order(list(bodies), seen, problems)
+        heads = _check_heads(recorder.heads(), seen, dict(expect_heads or {}), problems)
+        _check_anchors(anchors, seen, problems)
         problems.extend(storage.after)
     return VerifyReport(
         path=recorder.location,
         schema=storage.schema,
-        bodies=len(hashes),
-        sessions=sessions,
-        events=events,
+        bodies=len(bodies),
+        sessions=len(seen),
+        events=sum(session.events for session in seen.values()),
         problems=tuple(problems),
         heads=heads,
+        unattested=tuple(sid for sid, session in seen.items() if session.unattested),
+        anchored=len(anchors),
     )
 
 
 def _check_bodies(
     rows: Iterable[tuple[Any, ...]], problems: list[Problem], deep: bool, summaries: set[str]
-) -> Iterator[tuple[str, str]]:
-    """Each body's (id, stored hash), checked; the ids of summary messages are added to `summaries`."""
+) -> Iterator[tuple[str, tuple[str, str | None, bool]]]:
+    """Each body's own checks; yields its id, content hash and record digest (of the bytes stored).
+    The ids of summary messages are added to `summaries`."""
     for message_id, stored_hash, tokenizer, tokens, body, digest in rows:
-        yield message_id, stored_hash
-        report = functools.partial(_body_problem, problems, message_id)
         if not all(isinstance(v, (bytes, str)) for v in (tokens, body, tokenizer, stored_hash, digest)):
-            report("body_type", "a column holds a value of a type the store never writes")
+            yield message_id, (stored_hash, None, False)
+            _body_problem(
+                problems, message_id, "body_type", "a column holds a value of a type the store never writes"
+            )
             continue
-        if _digest(body, tokens, tokenizer) != digest:
+        actual = _digest(body, tokens, tokenizer)
+        # The chain's record is compared only where the row agrees with its own digest: an edit that
+        # did not reseal the row is named here once.
+        yield message_id, (stored_hash, actual, actual == digest)
+        report = functools.partial(_body_problem, problems, message_id)
+        if actual != digest:
             report("body_record", "the stored record (time, metadata, counts or tokenizer) was edited")
         try:
             message = decode_message(_raw(body))
@@ -201,36 +242,61 @@ def _raw(value: bytes | str) -> bytes:
     return value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
 
 
+class _Seen(NamedTuple):
+    """What the walk of one session's chain found."""
+
+    events: int
+    last: tuple[int, str]
+    # Heads a hash kept earlier may name: the last; one followed only by attestations; the original's
+    # head a restored copy was re-derived to.
+    settled: frozenset[str]
+    unattested: bool  # an append before records were chained, and no attestation of it
+    anchored: str | None  # the hash at the version its anchor names (None: the chain is shorter)
+    appended: tuple[str, ...]  # the history's message ids, in order
+
+
 def _check_sessions(
-    rows: Iterable[tuple[Any, ...]], hashes: dict[str, str], summaries: set[str], problems: list[Problem]
-) -> tuple[int, int, dict[str, tuple[int, str]]]:
+    rows: Iterable[tuple[Any, ...]],
+    bodies: dict[str, tuple[str, str | None, bool]],
+    summaries: set[str],
+    anchors: Mapping[str, tuple[int, str]],
+    problems: list[Problem],
+) -> dict[str, _Seen]:
     # One pass over every event, grouped here: a session id damaged into text that is not UTF-8
     # could not even be sent back to the backend as a query parameter.
-    total = 0
-    lasts: dict[str, tuple[int, str]] = {}
+    seen: dict[str, _Seen] = {}
     for session_id, group in itertools.groupby(rows, key=lambda row: row[0]):
-        count, last = _check_session(session_id, (row[1:] for row in group), hashes, summaries, problems)
-        total += count
-        lasts[session_id] = last
-    return len(lasts), total, lasts
+        anchor = anchors.get(session_id, (0, ""))[0]
+        seen[session_id] = _check_session(
+            session_id, (row[1:] for row in group), bodies, summaries, anchor, problems
+        )
+    return seen
 
 
 def _check_session(
     session_id: str,
     rows: Iterator[tuple[Any, ...]],
-    hashes: dict[str, str],
+    bodies: dict[str, tuple[str, str | None, bool]],
     summaries: set[str],
+    anchor: int,
     problems: list[Problem],
-) -> tuple[int, tuple[int, str]]:
+) -> _Seen:
     members: set[str] = set()
+    restored: set[str] = set()  # the original's heads a restored copy's chain vouches it came from
+    appended: list[str] = []
+    unrecorded: set[str] = set()
     prev = GENESIS
     count = 0
     next_seq = 0
     last = (0, GENESIS)
+    settled: list[str] = []
+    anchored = None
     read: list[tuple[int, str, Event]] = []  # every event read whole, with the commit it is of
     for version, kind, row_seq, row_message_id, recorded_at, payload, stored_hash in rows:
         count += 1
         last = (version, stored_hash)
+        if version == anchor:
+            anchored = stored_hash
         report = functools.partial(_report, problems, session_id, version)
         if isinstance(payload, bytes):
             # Rewritten as a BLOB (X'..', a cast): the row was edited outside the store.
@@ -255,7 +321,9 @@ def _check_session(
             event = EVENT_DECODER.decode(payload)
         except msgspec.DecodeError as exc:
             report("event_unreadable", str(exc))
+            settled = [stored_hash]
             continue
+        settled = [*settled, stored_hash] if isinstance(event, RecordsAttested) else [stored_hash]
         if event.kind != kind:
             report("event_kind", f"kind column {kind!r}, payload {event.kind!r}")
         read.append((version, recorded_at, event))
@@ -270,14 +338,19 @@ def _check_session(
                     seq,
                     message_id,
                 )
-            stored = hashes.get(message_id)
+            stored = bodies.get(message_id)
             if stored is None:
                 report("body_missing", "no body stored for this message", seq, message_id)
-            elif stored != event.body_hash:
+            elif stored[0] != event.body_hash:
                 report(
                     "body_changed", "the stored body's hash differs from the one appended", seq, message_id
                 )
+            elif event.record and stored[2] and stored[1] != event.record:
+                report("body_record", _RECORD_EDITED, seq, message_id)
+            if not event.record:
+                unrecorded.add(message_id)
             members.add(message_id)
+            appended.append(message_id)
             next_seq = seq + 1
         else:
             if row_seq is not None or row_message_id is not None:
@@ -286,8 +359,23 @@ def _check_session(
                 )
             if isinstance(event, MessageMarked) and event.message_id not in members:
                 report("mark_unknown", "marks a message not in the session", message_id=event.message_id)
+            if isinstance(event, RestoredFrom):
+                restored.add(event.head)
+            if isinstance(event, RecordsAttested):
+                for message_id, digest in event.records:
+                    stored = bodies.get(message_id)
+                    if stored is not None and stored[2] and stored[1] != digest:
+                        report("body_record", _RECORD_EDITED, message_id=message_id)
+                    unrecorded.discard(message_id)
     _check_marks(session_id, read, summaries, problems)
-    return count, last
+    return _Seen(
+        count, last, frozenset(settled or [GENESIS]) | restored, bool(unrecorded), anchored, tuple(appended)
+    )
+
+
+_RECORD_EDITED: Final = (
+    "the stored record (time, metadata, counts or tokenizer) is not the one the chain holds"
+)
 
 
 def _check_marks(
@@ -324,11 +412,13 @@ def _report(
 
 def _check_heads(
     heads: Mapping[str, tuple[Any, Any]],
-    lasts: dict[str, tuple[int, str]],
+    seen: dict[str, _Seen],
     expected: dict[str, str],
     problems: list[Problem],
 ) -> dict[str, str]:
-    """Each session's head row against its last event, and against the heads the caller kept."""
+    """Each session's head row against its last event, and against the heads the caller kept (a head
+    kept before an attestation is still the session's: only attestations follow it)."""
+    lasts = {session_id: session.last for session_id, session in seen.items()}
     for session_id in sorted(set(heads) | set(lasts)):
         head, last = heads.get(session_id), lasts.get(session_id)
         if head is None:
@@ -356,10 +446,62 @@ def _check_heads(
                 )
             )
     for session_id, kept in sorted(expected.items()):
-        found = lasts.get(session_id, (0, None))[1]
-        if found is None or not found.startswith(kept.lower()):
+        session = seen.get(session_id)
+        if session is None or not any(head.startswith(kept.lower()) for head in session.settled):
+            found = session.last[1] if session is not None else None
             detail = f"expected head {kept[:12]}…, " + (
                 f"found {found[:12]}…" if found else "the session is gone"
             )
             problems.append(Problem(code="head_unexpected", detail=detail, session_id=session_id))
     return {sid: last[1] for sid, last in lasts.items()}
+
+
+def _check_body_order(stored: list[str], seen: dict[str, _Seen], problems: list[Problem]) -> None:
+    """Bodies are stored in the order they are first appended: within one session, the bodies no
+    other session holds come in the order of its history. Rows whose places were swapped (which
+    changes what search finds under them) break it."""
+    rank = {message_id: n for n, message_id in enumerate(stored)}
+    holders: dict[str, int] = {}
+    for session in seen.values():
+        for message_id in set(session.appended):
+            holders[message_id] = holders.get(message_id, 0) + 1
+    for session_id, session in sorted(seen.items()):
+        own = [rank[m] for m in session.appended if holders.get(m) == 1 and m in rank]
+        for before, after in itertools.pairwise(own):
+            if after < before:
+                problems.append(
+                    Problem(
+                        code="body_order",
+                        detail="its bodies are not stored in the order it appended them (rows were swapped)",
+                        session_id=session_id,
+                        message_id=stored[after],
+                    )
+                )
+                break
+
+
+def _check_anchors(
+    anchors: Mapping[str, tuple[int, str]], seen: dict[str, _Seen], problems: list[Problem]
+) -> None:
+    """Every head an anchor file recorded must be on its session's chain (it may have moved on since):
+    a commit acknowledged once is never lost without this saying so."""
+    for session_id, (version, kept) in sorted(anchors.items()):
+        session = seen.get(session_id)
+        if session is None or session.anchored is None:
+            held = session.last[0] if session is not None else 0
+            problems.append(
+                Problem(
+                    code="events_lost",
+                    detail=f"the anchor file holds version {version} of it; the store holds {held} events",
+                    session_id=session_id,
+                )
+            )
+        elif session.anchored != kept:
+            problems.append(
+                Problem(
+                    code="anchor_mismatch",
+                    detail=f"event {version} is not the one the anchor file holds",
+                    session_id=session_id,
+                    version=version,
+                )
+            )
