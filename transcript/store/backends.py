@@ -19,7 +19,7 @@ ANCHOR_SUFFIX: Final = ".anchor"
 
 def anchor_location(location: str, anchor: object) -> str | None:
     """Where a store's head anchor file is (None: no anchor), or `InvalidArgument`."""
-    if anchor is False or anchor is None:
+    if anchor is False:
         return None
     if anchor is True:
         if location == MEMORY or location.startswith(MEMORY_RECORDER):
