@@ -87,3 +87,27 @@ def append_summary(transcript: Transcript, summary: Message) -> int:
     return mutator_write(
         transcript, transcript.session_id, transcript.version, [event, record], {body.message.id: body}
     )
+
+
+def grow_reads(t: Transcript, steps: int, *, start: int = 0, size: int = 1500, tool: str = "Read") -> None:
+    """Append `steps` steps, each a call of `tool` reading `src/m<n>.py` and its result of about `size`
+    characters (a session that grows as a coding agent's does)."""
+    from transcript import ToolCall
+
+    for n in range(start, start + steps):
+        call = ToolCall(id=f"c{n}", name=tool, input={"file_path": f"src/m{n}.py"})
+        t.append_turn(
+            [
+                Message.assistant(f"step {n}: reading src/m{n}.py", tool_calls=[call]),
+                Message.tool_result(f"c{n}", f"def f{n}():\n    return {n}\n" * (size // 30), name=tool),
+            ]
+        )
+
+
+def reading_session(goal: str, **settings: Any) -> Transcript:
+    """An in-memory session (chars/4 tokens): a system prompt, the user's `goal`, 20 reading steps."""
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", **settings)
+    t.append(Message.system("You are a coding agent."))
+    t.append(Message.user(goal))
+    grow_reads(t, 20)
+    return t

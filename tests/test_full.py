@@ -16,6 +16,7 @@ from planner.continuation import SPLIT_TURN_WARNING
 from planner.full import REINJECT_HEADING
 from planner.summary import LocalSummarizer, SummaryRequest
 from projection import check_view_order
+from tests.helpers import grow_reads, reading_session
 from transcript import ConflictError, Message, Store, ToolCall, Transcript
 from transcript.model.errors import PromptTooLong
 
@@ -43,23 +44,11 @@ class Recorder:
         return f"```json\n{reply}\n```"
 
 
-def _grow(t: Transcript, steps: int, *, start: int = 0, size: int = 1500, tool: str = "Read") -> None:
-    for n in range(start, start + steps):
-        call = ToolCall(id=f"c{n}", name=tool, input={"file_path": f"src/m{n}.py"})
-        t.append_turn(
-            [
-                Message.assistant(f"step {n}: reading src/m{n}.py", tool_calls=[call]),
-                Message.tool_result(f"c{n}", f"def f{n}():\n    return {n}\n" * (size // 30), name=tool),
-            ]
-        )
+_grow = grow_reads
 
 
 def _session(**settings: object) -> Transcript:
-    t = Store.open(":memory:", tokenizer="chars/4").session("s", **settings)  # type: ignore[arg-type]
-    t.append(Message.system("You are a coding agent."))
-    t.append(Message.user(GOAL))
-    _grow(t, 20)
-    return t
+    return reading_session(GOAL, **settings)
 
 
 def _over(t: Transcript, use: float = 1.2) -> int:

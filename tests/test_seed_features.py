@@ -31,6 +31,7 @@ from planner.summary import SummaryRequest
 from planner.trigger import RoundPlan
 from projection.view import View
 from tests.conftest import PROJECT_ROOT
+from tests.helpers import grow_reads, reading_session
 from transcript import FormatError, Message, Store, ToolCall, Transcript, WriteRefused, verify
 from transcript.cli import cli
 from transcript.model import (
@@ -55,23 +56,11 @@ from transcript.store.writer import FlagWriter, writer_for
 GOAL = "make the date parser accept ISO weeks"
 
 
-def _grow(t: Transcript, steps: int, *, start: int = 0, size: int = 1500, tool: str = "Read") -> None:
-    for n in range(start, start + steps):
-        call = ToolCall(id=f"c{n}", name=tool, input={"file_path": f"src/m{n}.py"})
-        t.append_turn(
-            [
-                Message.assistant(f"step {n}: reading src/m{n}.py", tool_calls=[call]),
-                Message.tool_result(f"c{n}", f"def f{n}():\n    return {n}\n" * (size // 30), name=tool),
-            ]
-        )
+_grow = grow_reads
 
 
 def _session(**settings: object) -> Transcript:
-    t = Store.open(":memory:", tokenizer="chars/4").session("s", **settings)  # type: ignore[arg-type]
-    t.append(Message.system("You are a coding agent."))
-    t.append(Message.user(GOAL))
-    _grow(t, 20)
-    return t
+    return reading_session(GOAL, **settings)
 
 
 def _over(t: Transcript, use: float) -> int:

@@ -11,7 +11,7 @@ reason: the result's decision is `overflow_again`. Any other error passes throug
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from planner.loop import LoopDecision, LoopPolicy
@@ -61,6 +61,24 @@ class ModelCall(NamedTuple, Generic[T]):
         return self.decision.proceed
 
 
+class _Call(NamedTuple):
+    """A step of recovery: send this view to the model."""
+
+    view: View
+
+
+class _Compact(NamedTuple):
+    """A step of recovery: force one compaction round against this budget, for this reason."""
+
+    budget_tokens: int
+    reason: str
+
+
+# What a step is answered with: the model's (reply, None) or (None, error); a round's result.
+_Answer = tuple[Any, BaseException | None] | CompactResult
+_Steps = Generator[_Call | _Compact, _Answer, ModelCall[Any]]
+
+
 def call_model(
     transcript: Transcript,
     call: Callable[[View], T],
@@ -71,31 +89,22 @@ def call_model(
 ) -> ModelCall[T]:
     """Send the view through `call`; on a context overflow, force one round and retry once (see the
     module docstring). `record` records each view served (`visible_messages(record=True)`)."""
-    policy = _checked(call, budget_tokens, policy)
-    view = transcript.visible_messages(record=record)
+    steps = _recovery(transcript, _checked(call, budget_tokens, policy), budget_tokens, record)
     try:
-        return ModelCall(call(view), view, _REPLIED)
-    except Exception as error:
-        decision = policy.after_overflow(error, retried=False)
-        if decision is None:
-            raise
-        refused = error
-    result = transcript.compact(
-        budget_tokens=retry_budget(refused, view.tokens, budget_tokens),
-        force=True,
-        reason=_reason(decision),
-    )
-    stop: ModelCall[T] | None = _after_round(transcript, policy, view, result, refused)
-    if stop is not None:
-        return stop
-    retry = transcript.visible_messages(record=record)
-    try:
-        return ModelCall(call(retry), retry, _recovered(result), result)
-    except Exception as error:
-        again = policy.after_overflow(error, retried=True)
-        if again is None:
-            raise
-        return ModelCall(None, retry, again, result, error)
+        step = next(steps)
+        while True:
+            if isinstance(step, _Compact):
+                answer: _Answer = transcript.compact(
+                    budget_tokens=step.budget_tokens, force=True, reason=step.reason
+                )
+            else:
+                try:
+                    answer = (call(step.view), None)
+                except Exception as error:
+                    answer = (None, error)
+            step = steps.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 async def acall_model(
@@ -107,31 +116,51 @@ async def acall_model(
     record: bool = True,
 ) -> ModelCall[T]:
     """`call_model` for async loops: `call` returns an awaitable, the forced round is `acompact`."""
-    policy = _checked(call, budget_tokens, policy)
-    view = transcript.visible_messages(record=record)
+    steps = _recovery(transcript, _checked(call, budget_tokens, policy), budget_tokens, record)
     try:
-        return ModelCall(await call(view), view, _REPLIED)
-    except Exception as error:
-        decision = policy.after_overflow(error, retried=False)
-        if decision is None:
-            raise
-        refused = error
-    result = await transcript.acompact(
-        budget_tokens=retry_budget(refused, view.tokens, budget_tokens),
-        force=True,
-        reason=_reason(decision),
-    )
-    stop: ModelCall[T] | None = _after_round(transcript, policy, view, result, refused)
+        step = next(steps)
+        while True:
+            if isinstance(step, _Compact):
+                answer: _Answer = await transcript.acompact(
+                    budget_tokens=step.budget_tokens, force=True, reason=step.reason
+                )
+            else:
+                try:
+                    answer = (await call(step.view), None)
+                except Exception as error:
+                    answer = (None, error)
+            step = steps.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def _recovery(transcript: Transcript, policy: LoopPolicy, budget_tokens: int, record: bool) -> _Steps:
+    """The recovery, written once: it yields the model calls and the forced round, and is sent their
+    answers (`call_model` and `acall_model` drive it)."""
+    view = transcript.visible_messages(record=record)
+    answer = yield _Call(view)
+    assert isinstance(answer, tuple)
+    reply, refused = answer
+    if refused is None:
+        return ModelCall(reply, view, _REPLIED)
+    decision = policy.after_overflow(refused, retried=False)
+    if decision is None:
+        raise refused
+    result = yield _Compact(retry_budget(refused, view.tokens, budget_tokens), _reason(decision))
+    assert isinstance(result, CompactResult)
+    stop: ModelCall[Any] | None = _after_round(transcript, policy, view, result, refused)
     if stop is not None:
         return stop
     retry = transcript.visible_messages(record=record)
-    try:
-        return ModelCall(await call(retry), retry, _recovered(result), result)
-    except Exception as error:
-        again = policy.after_overflow(error, retried=True)
-        if again is None:
-            raise
-        return ModelCall(None, retry, again, result, error)
+    answer = yield _Call(retry)
+    assert isinstance(answer, tuple)
+    reply, again = answer
+    if again is None:
+        return ModelCall(reply, retry, _recovered(result), result)
+    stopped = policy.after_overflow(again, retried=True)
+    if stopped is None:
+        raise again
+    return ModelCall(None, retry, stopped, result, again)
 
 
 def _checked(call: object, budget_tokens: int, policy: LoopPolicy | None) -> LoopPolicy:
