@@ -148,6 +148,26 @@ def test_stop_on_explicit_question(reply: str) -> None:
     assert step.reason.rstrip().endswith(("?", "？"))
 
 
+_PROSE = st.text(
+    st.characters(blacklist_characters="`~?？\n", blacklist_categories=("Cs",)), min_size=1, max_size=60
+)
+_CODE = st.text(st.characters(blacklist_characters="`~", blacklist_categories=("Cs",)), max_size=80)
+
+
+@given(
+    _PROSE,
+    st.sampled_from(["?", "？"]),
+    st.lists(st.tuples(st.sampled_from(["", "bash", "diff"]), _CODE), max_size=3),
+)
+def test_a_question_before_trailing_code_blocks_is_a_question(
+    prose: str, mark: str, blocks: list[tuple[str, str]]
+) -> None:
+    reply = prose.strip() + mark + "".join(f"\n\n```{lang}\n{code}\n```" for lang, code in blocks)
+    assert LoopPolicy(auto_continue=True).after_reply(_replied(reply).messages()).code == "question"
+    closing = "Done." + "".join(f"\n```{lang}\n{code}?\n```" for lang, code in blocks)
+    assert LoopPolicy(auto_continue=True).after_reply(_replied(closing).messages()).code == "follow_up"
+
+
 @pytest.mark.parametrize(
     "reply",
     ["修好了。", "Fixed it.\n```\nwhat now?\n```", "Done: the test passes. Next I could ask?\nNo, all done."],
