@@ -149,9 +149,9 @@ def test_stop_on_explicit_question(reply: str) -> None:
 
 
 _PROSE = st.text(
-    st.characters(blacklist_characters="`~?？\n", blacklist_categories=("Cs",)), min_size=1, max_size=60
+    st.characters(blacklist_characters="`~?？\n", blacklist_categories=["Cs"]), min_size=1, max_size=60
 )
-_CODE = st.text(st.characters(blacklist_characters="`~", blacklist_categories=("Cs",)), max_size=80)
+_CODE = st.text(st.characters(blacklist_characters="`~", blacklist_categories=["Cs"]), max_size=80)
 
 
 @given(
