@@ -53,7 +53,7 @@ def import_events(
     """
     compactions = compactions or {}
     visible: dict[str, tuple[bool, int]] = {
-        e.message.id: (e.message.role == "system", e.token_count) for e in stored if not e.flags.excluded
+        e.message.id: (e.message.role == "system", e.shown_tokens) for e in stored if not e.flags.excluded
     }
     events: list[Event] = []
     for message_id in superseded:
@@ -75,7 +75,7 @@ def import_events(
         if message_id in hidden:
             events.append(MessageMarked(message_id=message_id, excluded=True))
         else:
-            visible[message_id] = (body.message.role == "system", sum(body.tokens))
+            visible[message_id] = (body.message.role == "system", _shown(body))
         if boundary is not None:
             after = (len(visible), sum(tokens for _, tokens in visible.values()))
             events.append(CompactionRecorded(result=_result(boundary, before, after, previous)))
@@ -83,6 +83,11 @@ def import_events(
     if hid or superseded:
         events.append(ImportRecorded(source=source, hidden=hid, superseded=tuple(superseded)))
     return events
+
+
+def _shown(body: NewBody) -> int:
+    """A new body's tokens as a view counts them (`Entry.shown_tokens`)."""
+    return Entry(seq=0, message=body.message, tokens=body.tokens).shown_tokens
 
 
 def _result(

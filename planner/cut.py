@@ -38,7 +38,7 @@ class CutPlan(msgspec.Struct, frozen=True, kw_only=True):
 
 def view_tokens(entry: Entry) -> int:
     """An entry's size in the view: stored counts, adjusted by its directive when it has one."""
-    tokens = entry.token_count
+    tokens = entry.shown_tokens
     directive = entry.flags.projection
     if directive is not None and not entry.flags.excluded:
         tokens += sum(item.rendered_tokens - item.original_tokens for item in directive.entries)

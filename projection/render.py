@@ -180,12 +180,13 @@ PLACEHOLDER_TOKENS: Final = 8
 def render_entry(
     entry: Entry, directive: ProjectionDirective | None, caps: ProviderCaps
 ) -> tuple[Message, int]:
-    """One message as the model sees it, and its token count (stored counts adjusted by the directive).
+    """One message as the model sees it, and its token count (stored counts adjusted by the directive;
+    reasoning that no wire format sends counts nothing).
 
     Caps-driven media placeholders count `PLACEHOLDER_TOKENS` each instead of the media estimate.
     """
     message = entry.message
-    tokens = entry.token_count
+    tokens = entry.shown_tokens
     if directive is not None:
         message, applied = apply_directive(message, directive, caps)
         tokens += sum(e.rendered_tokens - e.original_tokens for e in applied)

@@ -127,6 +127,12 @@ class View(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
         return to_openai(self.messages)
 
+    def to_responses(self) -> list[dict[str, Any]]:
+        """The view as OpenAI Responses `input` items (see `projection.wire.responses.to_responses`)."""
+        from projection.wire.responses import to_responses
+
+        return to_responses(self.messages)
+
     def to_anthropic(self) -> dict[str, Any]:
         """The view as an Anthropic Messages body (see `projection.wire.anthropic.to_anthropic`)."""
         from projection.wire.anthropic import to_anthropic

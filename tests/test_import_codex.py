@@ -98,12 +98,21 @@ def test_the_mapping_of_a_rollout() -> None:
     ]
     first, second = [m for m in session.messages if m.tool_calls]
     assert [type(p) for p in first.parts] == [ReasoningPart, ToolCall]
-    assert [type(p) for p in second.parts] == [ToolCall]
+    assert [type(p) for p in second.parts] == [ReasoningPart, ToolCall]
     encrypted = [
         r["payload"]["encrypted_content"] for r in _raw(BUILT) if r["payload"].get("type") == "reasoning"
     ]
-    kept = [e for m in session.messages for e in (m.metadata or {}).get("encrypted_reasoning", [])]
+    kept = [
+        p.signature
+        for m in session.messages
+        for p in m.parts
+        if isinstance(p, ReasoningPart) and p.signature is not None
+    ]
     assert kept == encrypted
+    assert all(
+        p.provider == "openai" for m in session.messages for p in m.parts if isinstance(p, ReasoningPart)
+    )
+    assert not any("encrypted_reasoning" in (m.metadata or {}) for m in session.messages)
     assert not any(isinstance(p, RedactedReasoningPart) for m in session.messages for p in m.parts)
     shell = first.tool_calls[0]
     assert shell.input["command"][:2] == ["bash", "-lc"]

@@ -11,6 +11,7 @@ calls are pending); the lifecycle machine appends, reopens in process and, in at
 from __future__ import annotations
 
 import base64
+import json
 import math
 import os
 import random
@@ -181,12 +182,23 @@ metadata_values = st.one_of(
 def tool_calls(draw: st.DrawFn, call_id: str) -> ToolCall:
     """A call whose input is parsed JSON, or a raw string kept exactly as the model produced it."""
     name = draw(tool_names)
-    shape = draw(st.sampled_from(["input", "arguments-json", "arguments-raw", "raw-input"]))
+    shape = draw(
+        st.sampled_from(["input", "arguments-json", "arguments-spaced", "arguments-raw", "raw-input"])
+    )
     if shape == "input":
         return ToolCall(id=call_id, name=name, input=draw(json_values))
     if shape == "arguments-json":
         arguments = msgspec.json.encode(draw(json_values)).decode()
         return ToolCall.from_arguments(id=call_id, name=name, arguments=arguments)
+    if shape == "arguments-spaced":  # valid JSON that reads otherwise than its canonical bytes
+        arguments = json.dumps(
+            draw(json_values), ensure_ascii=draw(st.booleans()), indent=draw(st.sampled_from([None, 1]))
+        )
+        call = ToolCall.from_arguments(
+            id=call_id, name=name, arguments=arguments, item_id=draw(st.none() | st.just(f"fc_{call_id}"))
+        )
+        assert call.arguments == arguments
+        return call
     if shape == "arguments-raw":
         return ToolCall.from_arguments(id=call_id, name=name, arguments=draw(non_json_arguments))
     return ToolCall(
@@ -197,6 +209,15 @@ def tool_calls(draw: st.DrawFn, call_id: str) -> ToolCall:
 reasoning_parts = st.one_of(
     st.builds(lambda text: ReasoningPart(text=text), short_text),
     st.builds(lambda text, sig: ReasoningPart(text=text, signature=sig), short_text, payloads),
+    st.builds(
+        lambda text, sig, provider, item_id: ReasoningPart(
+            text=text, signature=sig, provider=provider, item_id=item_id
+        ),
+        short_text,
+        st.none() | payloads,
+        st.sampled_from(["anthropic", "openai"]),
+        st.none() | st.just("rs_1"),
+    ),
     st.builds(lambda data: RedactedReasoningPart(data=data), payloads),
 )
 user_parts = st.one_of(
@@ -505,8 +526,19 @@ class TranscriptLifecycle(RuleBasedStateMachine):
         assert view.canonical_json() == expected
         entries = self.t.messages().entries
         assert [e.tokens for e in entries] == self.tokens
-        assert view.tokens == sum(sum(tokens) for tokens in self.tokens)
+        assert view.tokens == sum(
+            count
+            for message, tokens in zip(self.expected, self.tokens, strict=True)
+            for part, count in zip(message.parts, tokens, strict=True)
+            if not isinstance(part, ReasoningPart) or _sent_somewhere(part)
+        )
         assert tuple(self.t.pending_calls) == tuple(self.pending)
+
+
+def _sent_somewhere(part: ReasoningPart) -> bool:
+    """Whether a wire format sends this reasoning: Anthropic's signed, or OpenAI's with its item id."""
+    anthropic = bool(part.signature) and part.provider in (None, "anthropic")
+    return anthropic or (part.provider == "openai" and part.item_id is not None)
 
 
 TestTranscriptLifecycle = TranscriptLifecycle.TestCase

@@ -24,6 +24,7 @@ import pytest
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 from hypothesis import event, given, strategies as st
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from pydantic import TypeAdapter, ValidationError
 
 from planner import CompactConfig
@@ -76,6 +77,7 @@ from transcript.model.errors import PendingToolCalls
 
 _OPENAI_REQUEST: TypeAdapter[Any] = TypeAdapter(CompletionCreateParamsNonStreaming)
 _ANTHROPIC_REQUEST: TypeAdapter[Any] = TypeAdapter(MessageCreateParamsNonStreaming)
+_RESPONSES_REQUEST: TypeAdapter[Any] = TypeAdapter(ResponseCreateParamsNonStreaming)
 
 
 def _materialized(value: Any) -> Any:
@@ -106,9 +108,36 @@ def anthropic_sdk_problem(body: dict[str, Any]) -> str | None:
     return _sdk_problem(_ANTHROPIC_REQUEST, {"model": "claude-sonnet-4-5", "max_tokens": 1024, **body})
 
 
+def responses_sdk_problem(items: list[dict[str, Any]]) -> str | None:
+    return _sdk_problem(_RESPONSES_REQUEST, {"model": "gpt-5", "input": items})
+
+
+def responses_pairing_problem(items: list[dict[str, Any]]) -> str | None:
+    """Why a Responses `input` breaks the pairing rule (each output answers one earlier call, each call
+    is answered once, call ids are unique), or None."""
+    open_calls: set[str] = set()
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        if item.get("type") == "function_call":
+            if item["call_id"] in seen:
+                return f"input[{index}]: call id {item['call_id']!r} reused"
+            seen.add(item["call_id"])
+            open_calls.add(item["call_id"])
+        elif item.get("type") == "function_call_output":
+            if item["call_id"] not in open_calls:
+                return f"input[{index}]: output for {item['call_id']!r}, which is not open"
+            open_calls.discard(item["call_id"])
+    return f"calls {sorted(open_calls)} unanswered" if open_calls else None
+
+
 def assert_sendable(view: View) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Render both wire forms, check them with both validators each, and return them."""
+    """Render every wire form, check them with our validators and the SDK types, and return the chat
+    messages and the Anthropic body."""
     before = view.canonical_json()
+    items = view.to_responses()
+    assert responses_sdk_problem(items) is None
+    assert responses_pairing_problem(items) is None
+    assert view.to_responses() == items
     messages, body = view.to_openai(), view.to_anthropic()
     assert check_openai_request(messages) == ()
     assert openai_sdk_problem(messages) is None

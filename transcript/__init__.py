@@ -12,6 +12,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from planner.summary import LocalSummarizer as LocalSummarizer, SummaryRequest as SummaryRequest
     from projection.view import Diagnostic as Diagnostic, View as View
+    from projection.wire import (
+        from_anthropic as from_anthropic,
+        from_openai as from_openai,
+        from_responses as from_responses,
+        usage_of as usage_of,
+    )
     from transcript.formats.base import FormatError as FormatError
     from transcript.model import (
         DirectiveEntry as DirectiveEntry,
@@ -48,11 +54,13 @@ if TYPE_CHECKING:
         StoreUnavailable as StoreUnavailable,
         TokenizerUnavailable as TokenizerUnavailable,
         TranscriptError as TranscriptError,
+        UnsupportedItem as UnsupportedItem,
         WriteRefused as WriteRefused,
     )
     from transcript.model.processes import ProcessSnapshot as ProcessSnapshot
     from transcript.model.result import CompactResult as CompactResult
     from transcript.model.state import SessionState as SessionState
+    from transcript.model.usage import Usage as Usage
     from transcript.session.facade import Transcript as Transcript
     from transcript.session.importing import ImportReport as ImportReport, SessionReport as SessionReport
     from transcript.session.status import Status as Status
@@ -71,6 +79,12 @@ _EXPORTS = {
     "CompactResult": "transcript.model.result",
     "Diagnostic": "projection.view",
     "View": "projection.view",
+    "from_anthropic": "projection.wire",
+    "from_openai": "projection.wire",
+    "from_responses": "projection.wire",
+    "usage_of": "projection.wire",
+    "Usage": "transcript.model.usage",
+    "UnsupportedItem": "transcript.model.errors",
     "ConflictError": "transcript.model.errors",
     "DuplicateMessage": "transcript.model.errors",
     "IneligiblePlan": "transcript.model.errors",
@@ -158,9 +172,15 @@ __all__ = [
     "Transcript",
     "TranscriptError",
     "TranscriptSnapshot",
+    "UnsupportedItem",
+    "Usage",
     "VerifyReport",
     "View",
     "WriteRefused",
+    "from_anthropic",
+    "from_openai",
+    "from_responses",
+    "usage_of",
     "verify",
 ]
 

@@ -11,10 +11,12 @@ the places where they differ are marked by `archive`. Pure functions: the input 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Final
 
 from projection.render import media_placeholder
 from projection.wire import common
+from transcript.model.errors import InvalidMessage, UnsupportedItem
 from transcript.model.message import (
     DocumentPart,
     ImagePart,
@@ -144,9 +146,11 @@ def _assistant(message: Message, ids: dict[str, str], archive: bool) -> list[dic
     blocks: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, ReasoningPart):
-            if archive or part.signature:
+            # Another provider's opaque data is never sent as a signature, not even to an archive.
+            own = part.provider in (None, "anthropic")
+            if archive or part.for_anthropic:
                 thinking = {"type": "thinking", "thinking": part.text}
-                if part.signature is not None:
+                if part.signature is not None and own:
                     thinking["signature"] = part.signature
                 blocks.append(thinking)
         elif isinstance(part, RedactedReasoningPart):
@@ -184,3 +188,87 @@ def _result(result: ToolResult, wire_id: str, archive: bool) -> dict[str, Any]:
     if result.is_error:
         block["is_error"] = True
     return block
+
+
+# Content blocks of a reply this store can keep and send back; any other (server tools and their
+# results, container uploads) is refused, naming it.
+REPLY_BLOCKS: Final = ("text", "thinking", "redacted_thinking", "tool_use")
+_KEPT: Final = {
+    "text": frozenset({"type", "text", "citations"}),
+    "thinking": frozenset({"type", "thinking", "signature"}),
+    "redacted_thinking": frozenset({"type", "data"}),
+    "tool_use": frozenset({"type", "id", "name", "input"}),
+}
+
+
+def from_anthropic(reply: Any, *, id: str | None = None, created_at: datetime | None = None) -> Message:
+    """An Anthropic Messages reply (the SDK's `Message`, or its JSON as a dict) as one assistant message.
+
+    Blocks keep their order: `thinking` → reasoning with its signature (provider `anthropic`),
+    `redacted_thinking` → redacted reasoning, `text` → text, `tool_use` → a call whose input is the
+    object as sent (key order kept). Metadata keeps `provider`, `model`, `response_id`, `stop_reason`
+    and the reply's `usage` as reported (`transcript.usage_of` reads it). A block that cannot be kept
+    and sent back — server-tool use and results, a text with citations — is `UnsupportedItem` naming
+    it; a reply of another shape is `InvalidMessage` (`InvalidArgument` for what is not a reply).
+    """
+    data = common.plain(reply, "an Anthropic reply")
+    if data.get("role", "assistant") != "assistant" or data.get("type", "message") != "message":
+        raise InvalidMessage(
+            f"not an Anthropic assistant reply: role {data.get('role')!r}, type {data.get('type')!r}"
+        )
+    content = data.get("content")
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise InvalidMessage(
+            f"an Anthropic reply's 'content' must be a list of blocks, not {type(content).__name__}"
+        )
+    parts = [_reply_block(block, f"content[{index}]") for index, block in enumerate(content)]
+    model = common.text_field(data, "model", "an Anthropic reply", optional=True)
+    metadata = {
+        "provider": "anthropic",
+        "model": model,
+        "response_id": common.text_field(data, "id", "an Anthropic reply", optional=True),
+        "stop_reason": common.text_field(data, "stop_reason", "an Anthropic reply", optional=True),
+        "usage": common.plain(data["usage"], "usage") if data.get("usage") is not None else None,
+    }
+    return common.reply(parts, metadata, id=id, created_at=created_at)
+
+
+def _reply_block(block: Any, where: str) -> Part:
+    block = common.plain(block, where)
+    kind = block.get("type")
+    if kind not in REPLY_BLOCKS:
+        raise UnsupportedItem(
+            f"{where}: an Anthropic {kind!r} block cannot be kept and sent back by this store "
+            f"(it keeps {', '.join(REPLY_BLOCKS)}); nothing was stored",
+            f"{where} ({kind})",
+        )
+    common.no_extras(block, _KEPT[kind], where)
+    if kind == "text":
+        if block.get("citations"):
+            raise UnsupportedItem(
+                f"{where}: a text block with citations cannot be kept and sent back by this store; "
+                "nothing was stored",
+                f"{where} (text with citations)",
+            )
+        return TextPart(text=common.text_field(block, "text", where))
+    if kind == "thinking":
+        signature = common.text_field(block, "signature", where, optional=True)
+        return ReasoningPart(
+            text=common.text_field(block, "thinking", where),
+            signature=signature,
+            provider="anthropic" if signature else None,
+        )
+    if kind == "redacted_thinking":
+        return RedactedReasoningPart(data=common.text_field(block, "data", where))
+    value = block.get("input")
+    if not isinstance(value, dict):
+        raise InvalidMessage(
+            f"{where}: a tool_use block's 'input' must be an object, not {type(value).__name__}"
+        )
+    return ToolCall(
+        id=common.text_field(block, "id", where),
+        name=common.text_field(block, "name", where),
+        input=common.copied(value),
+    )

@@ -13,13 +13,21 @@ import base64
 import binascii
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Final, Protocol
 
 import msgspec
 
 from projection.validate import OrderProblem, check_view_order
-from transcript.model.errors import PendingToolCalls, TranscriptError
-from transcript.model.message import DocumentPart, Message
+from transcript.model.errors import (
+    InvalidArgument,
+    InvalidMessage,
+    PendingToolCalls,
+    TranscriptError,
+    UnsupportedItem,
+)
+from transcript.model.ids import new_message_id, utc_now
+from transcript.model.message import DocumentPart, Message, Part, TextPart, check_message
 
 # Image types both providers take; any other image is sent as policy 1's text placeholder.
 IMAGE_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
@@ -127,3 +135,68 @@ def plain_text(document: DocumentPart, *, exact: bool = False) -> str | None:
 def copied(value: Any) -> Any:
     """A fresh copy of a JSON value, so a caller editing the request never edits a stored body."""
     return msgspec.json.decode(_JSON_ENCODER.encode(value))
+
+
+def plain(value: Any, what: str) -> dict[str, Any]:
+    """A provider reply (or one item of it) as a plain JSON object: an SDK object is dumped as the API
+    sent it, a dict is taken as it is; anything else is `InvalidArgument`."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        value = dump(mode="json", warnings=False)
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"{what} must be an SDK response object or a dict, not {type(value).__name__}")
+    return value
+
+
+def text_field(value: dict[str, Any], key: str, where: str, *, optional: bool = False) -> Any:
+    """`value[key]` when it is a string (or None, when `optional`), else `InvalidMessage`."""
+    item = value.get(key)
+    if item is None and optional:
+        return None
+    if not isinstance(item, str):
+        raise InvalidMessage(f"{where}: {key!r} must be a string, not {type(item).__name__}")
+    return item
+
+
+def list_field(value: dict[str, Any], key: str, where: str) -> list[Any]:
+    """`value[key]` when it is a list (None or absent reads as empty), else `InvalidMessage`."""
+    item = value.get(key)
+    if item is None:
+        return []
+    if not isinstance(item, list):
+        raise InvalidMessage(f"{where}: {key!r} must be a list, not {type(item).__name__}")
+    return item
+
+
+def reply(
+    parts: Sequence[Part],
+    metadata: dict[str, Any],
+    *,
+    id: str | None,
+    created_at: datetime | None,
+) -> Message:
+    """The assistant message of one reply: its parts in the reply's order (an empty text part when it
+    said nothing), checked; metadata keeps the fields that are not null."""
+    if not parts:
+        parts = [TextPart(text="")]
+    message = Message(
+        id=id if id is not None else new_message_id(),
+        role="assistant",
+        parts=tuple(parts),
+        created_at=created_at if created_at is not None else utc_now(),
+        metadata={key: value for key, value in metadata.items() if value is not None} or None,
+    )
+    check_message(message)
+    return message
+
+
+def no_extras(value: dict[str, Any], known: frozenset[str], where: str) -> None:
+    """Refuse a reply item that sets a field this store does not keep (`UnsupportedItem` naming it):
+    what cannot be sent back is never dropped silently. Fields left null or empty are no loss."""
+    for key, item in value.items():
+        if key not in known and item not in (None, False, [], {}, ""):
+            raise UnsupportedItem(
+                f"{where}: field {key!r} ({value.get('type', 'item')}) cannot be kept and sent back by "
+                "this store; nothing was stored",
+                f"{where}.{key}",
+            )

@@ -11,10 +11,12 @@ or written and the input is never mutated.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, Final
 
 from projection.render import media_placeholder
 from projection.wire import common
+from transcript.model.errors import InvalidArgument, InvalidMessage, UnsupportedItem
 from transcript.model.message import (
     DocumentPart,
     ImagePart,
@@ -22,7 +24,13 @@ from transcript.model.message import (
     Part,
     ReasoningPart,
     TextPart,
+    ToolCall,
     ToolResult,
+)
+
+
+_KEPT: Final = frozenset(
+    {"role", "content", "refusal", "tool_calls", "annotations", "audio", "function_call", "reasoning_content"}
 )
 
 
@@ -140,3 +148,89 @@ def _result(result: ToolResult, wire_id: str, archive: bool) -> dict[str, Any]:
     if archive and result.is_error:
         out["is_error"] = True
     return out
+
+
+def from_openai(
+    reply: Any, *, choice: int | None = None, id: str | None = None, created_at: datetime | None = None
+) -> Message:
+    """An OpenAI Chat Completions reply as one assistant message: a `ChatCompletion` (its one choice, or
+    `choice`), a choice, or a `ChatCompletionMessage` — SDK objects or their JSON as dicts.
+
+    `content` → text (a `refusal` too), then each function call with its `arguments` string kept
+    exactly (`ToolCall.from_arguments`: the string is sent back byte for byte), a `reasoning_content`
+    some compatible servers add → reasoning that no wire format sends. Metadata keeps `provider`,
+    `model`, `response_id`, `finish_reason` and the completion's `usage` as reported. What cannot be kept
+    and sent back (a custom tool call, audio, annotations) is `UnsupportedItem` naming it; several
+    choices without `choice` are `InvalidArgument`.
+    """
+    data = common.plain(reply, "an OpenAI reply")
+    completion: dict[str, Any] = {}
+    if "choices" in data:
+        completion = data
+        choices = common.list_field(data, "choices", "an OpenAI completion")
+        if choice is None and len(choices) != 1:
+            raise InvalidArgument(f"the completion has {len(choices)} choices: name one with choice=")
+        index = 0 if choice is None else choice
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(choices):
+            raise InvalidArgument(f"choice {index!r} is not one of the completion's {len(choices)} choices")
+        data = common.plain(choices[index], f"choices[{index}]")
+    finish = common.text_field(data, "finish_reason", "an OpenAI choice", optional=True)
+    if "message" in data:
+        data = common.plain(data["message"], "the choice's message")
+    if data.get("role", "assistant") != "assistant":
+        raise InvalidMessage(f"not an OpenAI assistant message: role {data.get('role')!r}")
+    common.no_extras(data, _KEPT, "the message")
+    parts: list[Part] = []
+    reasoning = data.get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning:
+        parts.append(ReasoningPart(text=reasoning))
+    for key in ("audio", "function_call"):
+        if data.get(key):
+            raise UnsupportedItem(
+                f"an OpenAI message with {key!r} cannot be kept and sent back by this store", key
+            )
+    if data.get("annotations"):
+        raise UnsupportedItem(
+            "an OpenAI message with annotations cannot be kept and sent back by this store", "annotations"
+        )
+    content = data.get("content")
+    if isinstance(content, list):
+        for index, item in enumerate(content):
+            item = common.plain(item, f"content[{index}]")
+            if item.get("type") not in ("text", "refusal"):
+                raise UnsupportedItem(
+                    f"content[{index}]: a {item.get('type')!r} part cannot be kept", f"content[{index}]"
+                )
+            parts.append(TextPart(text=common.text_field(item, item["type"], f"content[{index}]")))
+    elif content is not None:
+        parts.append(TextPart(text=common.text_field(data, "content", "an OpenAI message")))
+    refusal = common.text_field(data, "refusal", "an OpenAI message", optional=True)
+    if refusal:
+        parts.append(TextPart(text=refusal))
+    for index, call in enumerate(common.list_field(data, "tool_calls", "an OpenAI message")):
+        parts.append(_reply_call(common.plain(call, f"tool_calls[{index}]"), f"tool_calls[{index}]"))
+    metadata = {
+        "provider": "openai",
+        "model": common.text_field(completion, "model", "an OpenAI completion", optional=True),
+        "response_id": common.text_field(completion, "id", "an OpenAI completion", optional=True),
+        "finish_reason": finish,
+        "usage": common.plain(completion["usage"], "usage") if completion.get("usage") is not None else None,
+    }
+    return common.reply(parts, metadata, id=id, created_at=created_at)
+
+
+def _reply_call(call: dict[str, Any], where: str) -> ToolCall:
+    if call.get("type", "function") != "function":
+        raise UnsupportedItem(
+            f"{where}: a {call.get('type')!r} tool call cannot be sent back as a function call; "
+            "nothing was stored",
+            f"{where} ({call.get('type')})",
+        )
+    common.no_extras(call, frozenset({"id", "type", "function"}), where)
+    function = common.plain(call.get("function"), f"{where}.function")
+    common.no_extras(function, frozenset({"name", "arguments"}), f"{where}.function")
+    return ToolCall.from_arguments(
+        id=common.text_field(call, "id", where),
+        name=common.text_field(function, "name", f"{where}.function"),
+        arguments=common.text_field(function, "arguments", f"{where}.function"),
+    )

@@ -9,10 +9,11 @@ use — both are skipped and counted, the model kept on the assistant messages. 
   the role kept in metadata so an export can write it back;
 - the items of one model response — `reasoning`, an assistant `message`, `function_call`,
   `custom_tool_call`, `local_shell_call` — → one assistant message: reasoning as a reasoning part (its
-  summary text); the encrypted reasoning Codex keeps (`encrypted_content`, which only OpenAI's
-  Responses API can read back) goes to metadata `encrypted_reasoning`, so no wire format sends it to
-  a provider that cannot; a `function_call`'s JSON-string `arguments` are parsed (kept raw when not
-  JSON), a custom tool's free-form `input` is kept raw;
+  summary texts, the first part carrying the encrypted reasoning Codex keeps (`encrypted_content`,
+  which only OpenAI's Responses API can read back) as its signature of provider `openai`, so no other
+  encoder sends it — files imported before this release keep it in metadata `encrypted_reasoning`; a
+  `function_call`'s JSON-string `arguments` are parsed (the string kept when it reads otherwise, or
+  raw when not JSON), a custom tool's free-form `input` is kept raw;
 - `function_call_output` / `custom_tool_call_output` → the tool result of the call with that `call_id`.
 `session_meta` gives the session id (else the file's stem) and metadata. Message ids are
 `<session>/<line>`, stable as a live rollout grows. Pairing and repairs are `pairing.History`'s: an
@@ -84,7 +85,6 @@ class _Response:
     line: int
     created_at: datetime
     parts: list[Part] = field(default_factory=list)
-    encrypted: list[str] = field(default_factory=list)
     calls: int = 0
 
 
@@ -168,12 +168,8 @@ class _Rollout:
                 raise BadRecord(f"unknown message role {role!r} (expected user, assistant or developer)")
         elif kind == "reasoning":
             current = self.response
-            response = self._response(
-                created_at, new=current is not None and bool(current.parts or current.encrypted)
-            )
-            summary, encrypted = _reasoning(item)
-            response.parts.extend(summary)
-            response.encrypted.extend(encrypted)
+            response = self._response(created_at, new=current is not None and bool(current.parts))
+            response.parts.extend(_reasoning(item))
         elif kind in CALL_ITEMS:
             response = self._response(created_at)
             response.parts.append(_call(item, kind))
@@ -283,7 +279,7 @@ class _Rollout:
         response, self.response = self.response, None
         if response is None:
             return
-        if not response.parts and not response.encrypted:
+        if not response.parts:
             return
         index = response.line
         message_id = f"{self.session_id}/{self.lines[index]}"
@@ -294,8 +290,6 @@ class _Rollout:
         if not any(isinstance(p, (TextPart, ToolCall)) for p in parts):
             parts.append(TextPart(text=""))
         metadata: dict[str, Any] = {"model": self.model} if self.model else {}
-        if response.encrypted:
-            metadata["encrypted_reasoning"] = response.encrypted
         message = Message(
             id=message_id,
             role="assistant",
@@ -389,19 +383,31 @@ def _user(parts: list[Part], message_id: str, created_at: datetime) -> Message:
     return message
 
 
-def _reasoning(item: dict[str, Any]) -> tuple[list[ReasoningPart], list[str]]:
-    """A reasoning item's summary and content text as a reasoning part, and its encrypted content."""
+def _reasoning(item: dict[str, Any]) -> list[ReasoningPart]:
+    """A reasoning item as reasoning parts, as `projection.wire.from_responses` reads one: a part per
+    summary (or content) text, the first carrying the encrypted content (provider `openai`), the
+    item's id when the rollout has it (Codex does not record it, so no wire format sends them)."""
     texts: list[str] = []
     for key in ("summary", "content"):
         blocks = item.get(key) or []
         if not isinstance(blocks, list):
             raise BadRecord(f"reasoning {key!r} must be a list")
         texts.extend(get_str(b, "text") for b in blocks if isinstance(b, dict) and "text" in b)
-    parts = [ReasoningPart(text="\n\n".join(texts))] if texts else []
     encrypted = item.get("encrypted_content")
     if encrypted is not None and not isinstance(encrypted, str):
         raise BadRecord("'encrypted_content' must be a string")
-    return parts, [encrypted] if encrypted else []
+    item_id = item.get("id") if isinstance(item.get("id"), str) else None
+    if not texts and not encrypted:
+        return []
+    return [
+        ReasoningPart(
+            text=text,
+            signature=encrypted if k == 0 and encrypted else None,
+            provider="openai",
+            item_id=item_id,
+        )
+        for k, text in enumerate(texts or [""])
+    ]
 
 
 def _call(item: dict[str, Any], kind: str) -> ToolCall:

@@ -15,6 +15,15 @@ class InvalidMessage(TranscriptError, ValueError):
     """A message (or record) is malformed and was refused; nothing was stored."""
 
 
+class UnsupportedItem(InvalidMessage):
+    """A provider reply holds an item this store cannot keep and send back (a server-tool block, a
+    citation, a hosted-tool item); `item` names it. Nothing was stored."""
+
+    def __init__(self, message: str, item: str = "") -> None:
+        super().__init__(message)
+        self.item = item
+
+
 class InvalidArgument(TranscriptError, ValueError):
     """A parameter of a call is of the wrong type or out of range; nothing was done."""
 

@@ -23,6 +23,7 @@ from transcript.model.value import Value
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 MessageKind: TypeAlias = Literal["message", "summary", "meta"]
 ROLES: Final = ("system", "user", "assistant", "tool")
+_JSON: Final = msgspec.json.Encoder()
 # The text of the error result that answers a tool call whose execution never reported back.
 INTERRUPTED_RESULT: Final = "tool execution was interrupted"
 
@@ -37,9 +38,11 @@ class _Part(Value, tag_field="kind", frozen=True):
 
 
 class TextPart(_Part, tag="text", frozen=True):
-    """Plain text."""
+    """Plain text; `item_id` is the provider's id of the output item it came from (an OpenAI Responses
+    `message` item: the parts of one item are consecutive and share it)."""
 
     text: str
+    item_id: str | None = None
 
 
 class ImagePart(_Part, tag="image", frozen=True):
@@ -57,11 +60,38 @@ class DocumentPart(_Part, tag="document", frozen=True):
     title: str | None = None
 
 
+# Providers whose opaque reasoning data a part can carry (`ReasoningPart.provider`).
+REASONING_PROVIDERS: Final = ("anthropic", "openai")
+
+
 class ReasoningPart(_Part, tag="reasoning", frozen=True):
-    """Model reasoning; `signature` is the provider's proof that it was not edited."""
+    """Model reasoning; `signature` is the provider's opaque data for it, sent back only to that provider.
+
+    `provider` names whose data `signature` is: `anthropic` (a thinking block's signature) or `openai`
+    (a Responses reasoning item's `encrypted_content`); None, as every part stored before the field
+    existed, reads as `anthropic`. `item_id` is the Responses reasoning item's `id`: one part per summary
+    text, consecutive, sharing it (the first carries the encrypted content).
+    """
 
     text: str
     signature: str | None = None
+    provider: str | None = None
+    item_id: str | None = None
+
+    @property
+    def for_anthropic(self) -> bool:
+        """Whether the Anthropic encoder sends it: a thinking block needs a signature of Anthropic's."""
+        return bool(self.signature) and self.provider in (None, "anthropic")
+
+    @property
+    def for_responses(self) -> bool:
+        """Whether the Responses encoder sends it: a reasoning item needs OpenAI's item id."""
+        return self.provider == "openai" and self.item_id is not None
+
+    @property
+    def sendable(self) -> bool:
+        """Whether any wire format sends it (what no format sends is not counted toward a view)."""
+        return self.for_anthropic or self.for_responses
 
 
 class RedactedReasoningPart(_Part, tag="redacted_reasoning", frozen=True):
@@ -71,12 +101,21 @@ class RedactedReasoningPart(_Part, tag="redacted_reasoning", frozen=True):
 
 
 class ToolCall(_Part, tag="tool_call", frozen=True):
-    """A call the model made: parsed JSON `input`, or `raw_input` exactly as produced when not JSON."""
+    """A call the model made: parsed JSON `input`, or `raw_input` exactly as produced when not JSON.
+
+    `raw_arguments` is the argument string exactly as the model produced it when it parsed as JSON but
+    reads otherwise than `input` encoded (spaces, escapes, number forms): `arguments` then returns it
+    unchanged, so a provider's cache prefix and any digest of the call stay the same. `item_id` is the
+    provider's id of the output item (an OpenAI Responses `function_call`'s own `id`, beside `id`, its
+    `call_id`).
+    """
 
     id: str
     name: str
     input: Any = msgspec.field(default_factory=dict)
     raw_input: str | None = None
+    raw_arguments: str | None = None
+    item_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.raw_input is not None and self.input == {}:
@@ -84,27 +123,33 @@ class ToolCall(_Part, tag="tool_call", frozen=True):
             msgspec.structs.force_setattr(self, "input", None)
 
     @classmethod
-    def from_arguments(cls, *, id: str, name: str, arguments: str) -> ToolCall:
-        """A call from a provider's argument string: parsed when it is JSON, kept raw when not."""
+    def from_arguments(cls, *, id: str, name: str, arguments: str, item_id: str | None = None) -> ToolCall:
+        """A call from a provider's argument string: parsed when it is JSON, kept raw when not; the
+        string itself is kept too (`raw_arguments`) when the parsed value encodes to other bytes."""
         check_type(id, str, "a tool call's id")
         check_type(name, str, "a tool call's name")
         check_type(arguments, str, "a tool call's arguments")
+        check_type(item_id, str, "a tool call's item id", optional=True)
         try:
             value = msgspec.json.decode(arguments)
+            same = _JSON.encode(value).decode() == arguments
         except (msgspec.DecodeError, UnicodeEncodeError, RecursionError):
             # Not JSON (or not even valid Unicode, which the store refuses at append, or nested past
             # what the decoder can follow): keep it raw.
-            return cls(id=id, name=name, input=None, raw_input=arguments)
-        if may_nest_deeper(arguments) and nests_deeper(value):
-            return cls(id=id, name=name, input=None, raw_input=arguments)  # the store refuses it parsed
-        return cls(id=id, name=name, input=value)
+            return cls(id=id, name=name, input=None, raw_input=arguments, item_id=item_id)
+        if may_nest_deeper(arguments) and nests_deeper(value):  # the store refuses it parsed
+            return cls(id=id, name=name, input=None, raw_input=arguments, item_id=item_id)
+        return cls(id=id, name=name, input=value, raw_arguments=None if same else arguments, item_id=item_id)
 
     @property
     def arguments(self) -> str:
-        """The call's arguments as a string: the raw text, or the input encoded as JSON."""
+        """The call's arguments as a string: exactly as the model produced them when they were kept
+        (`raw_input`, `raw_arguments`), else the input encoded as JSON."""
         if self.raw_input is not None:
             return self.raw_input
-        return msgspec.json.encode(self.input).decode()
+        if self.raw_arguments is not None:
+            return self.raw_arguments
+        return _JSON.encode(self.input).decode()
 
 
 ResultContent: TypeAlias = TextPart | ImagePart | DocumentPart
@@ -339,6 +384,13 @@ def check_message(message: Message) -> None:
             call_ids.add(part.id)
             if part.raw_input is not None and part.input is not None:
                 raise InvalidMessage(f"{where}: tool call {part.id!r} has both input and raw_input")
+            if part.raw_arguments is not None:
+                _check_raw_arguments(part, where)
+        elif isinstance(part, ReasoningPart) and part.provider not in (None, *REASONING_PROVIDERS):
+            raise InvalidMessage(
+                f"{where}: reasoning part {index} names provider {part.provider!r} "
+                f"(expected one of {', '.join(REASONING_PROVIDERS)})"
+            )
         elif isinstance(part, ToolResult) and not part.call_id:
             raise InvalidMessage(f"{where}: tool result {index} needs a call id")
 
@@ -346,6 +398,21 @@ def check_message(message: Message) -> None:
 def _check_identity(id: object, created_at: object) -> None:
     check_type(id, str, "a message id", optional=True)
     check_type(created_at, datetime, "created_at", optional=True)
+
+
+def _check_raw_arguments(call: ToolCall, where: str) -> None:
+    """A call's kept argument string must be the JSON of its input: both are sent (as text to OpenAI,
+    as the object to Anthropic), so they may never disagree."""
+    if call.raw_input is not None:
+        raise InvalidMessage(f"{where}: tool call {call.id!r} has both raw_input and raw_arguments")
+    try:
+        value = msgspec.json.decode(call.raw_arguments or "")
+    except (msgspec.DecodeError, UnicodeEncodeError):
+        raise InvalidMessage(
+            f"{where}: tool call {call.id!r}: raw_arguments is not JSON (keep such text as raw_input)"
+        ) from None
+    if _JSON.encode(value) != _JSON.encode(call.input):
+        raise InvalidMessage(f"{where}: tool call {call.id!r}: raw_arguments does not decode to its input")
 
 
 def describe_id(message: object) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from transcript.model.marks import NO_FLAGS, MessageFlags
-from transcript.model.message import Message
+from transcript.model.message import Message, ReasoningPart
 from transcript.model.value import Value
 
 
@@ -19,6 +19,18 @@ class Entry(Value, frozen=True):
     def token_count(self) -> int:
         """Tokens of the whole stored body (sum over parts)."""
         return sum(self.tokens)
+
+    @property
+    def shown_tokens(self) -> int:
+        """Tokens of the body as a view counts it: reasoning that no wire format sends counts nothing."""
+        parts = self.message.parts
+        if self.message.role != "assistant" or not any(isinstance(p, ReasoningPart) for p in parts):
+            return sum(self.tokens)
+        return sum(
+            count
+            for part, count in zip(parts, self.tokens, strict=False)
+            if not isinstance(part, ReasoningPart) or part.sendable
+        )
 
 
 class TranscriptSnapshot(Value, frozen=True):

@@ -189,7 +189,7 @@ class LiveView:
         self._chunk_hashes = []
         self._unrecorded = None
         self._shown = [entry.message for entry in order]
-        self._counts = [entry.token_count for entry in order]
+        self._counts = [entry.shown_tokens for entry in order]
         self._directed = [False] * len(order)
         self._where = None  # built when a mark first needs it
 

@@ -1,0 +1,72 @@
+"""A file imported by an earlier release imports again with nothing new and no error.
+
+This release maps some records otherwise than the releases before it (Codex's encrypted reasoning is
+kept in its reasoning part instead of metadata, a valid JSON argument string is kept as written): only
+new imports get the new form. Stored bodies keep their bytes, so importing the same files again into a
+store the old release wrote appends nothing, fails nowhere, and leaves every view as it was.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CORPUS, PROJECT_ROOT
+from transcript import Store, verify
+
+STORES = PROJECT_ROOT / "fixtures" / "stores"
+sys.path.insert(0, str(STORES))
+from make_imports_4ca77bf import sources  # noqa: E402
+
+
+def _views(store: Store) -> dict[str, bytes]:
+    return {
+        info.session_id: store.session(info.session_id, create=False).visible_messages().canonical_json()
+        for info in store.sessions()
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "files"),
+    [
+        ("imports-4ca77bf.db", sources()),
+        ("release-0.1.0.db", [CORPUS / "claude-code_ccviewer_5c0375b4.jsonl"]),
+    ],
+)
+def test_files_an_earlier_release_imported_import_again_with_nothing_new(
+    name: str, files: list[Path], tmp_path: Path
+) -> None:
+    path = tmp_path / name
+    shutil.copyfile(STORES / name, path)
+    store = Store.open(path)
+    before = _views(store)
+    appended = {}
+    for file in files:
+        for session in store.import_file(file).sessions:
+            appended[session.session_id] = session.appended
+    assert appended and set(appended.values()) == {0}
+    assert _views(store) == before
+    store.close()
+    assert verify(path).ok
+
+
+def test_the_old_store_holds_the_old_forms() -> None:
+    """The fixture is what this test needs: bodies in the forms this release no longer writes."""
+    store = Store.open(STORES / "imports-4ca77bf.db", readonly=True)
+    messages = [
+        m for info in store.sessions() for m in store.session(info.session_id, create=False).stored_messages()
+    ]
+    assert any("encrypted_reasoning" in (m.metadata or {}) for m in messages)
+    assert not any(getattr(c, "raw_arguments", None) for m in messages for c in m.tool_calls)
+    fresh = Store.open(":memory:")
+    fresh_messages = [
+        m
+        for path in sources()
+        for s in fresh.import_file(path).sessions
+        for m in fresh.session(s.session_id, create=False).stored_messages()
+    ]
+    assert any(c.raw_arguments for m in fresh_messages for c in m.tool_calls)
+    assert not any("encrypted_reasoning" in (m.metadata or {}) for m in fresh_messages)

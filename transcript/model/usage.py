@@ -1,0 +1,135 @@
+"""Billed usage: the tokens a provider reported for one model call, in one shape for every provider.
+
+`input_tokens` is the prompt billed at the uncached rate, `cache_read_tokens` and `cache_write_tokens`
+the prompt read from and written to the provider's cache, so `prompt_tokens` (their sum) is the whole
+prompt as the provider counted it, whatever the provider calls it. `reasoning_tokens` is the part of
+`output_tokens` spent on reasoning. The readers take the plain JSON each provider reports; a value of
+the wrong type is `InvalidArgument`, never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from transcript.model.errors import InvalidArgument
+from transcript.model.value import Value
+
+_COUNTS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens")
+
+
+class Usage(Value, frozen=True):
+    """The tokens one model call was billed for (see the module doc); `model` the model that answered."""
+
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    model: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "input_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "output_tokens",
+            "reasoning_tokens",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidArgument(f"usage {name} must be a whole number >= 0, not {value!r}")
+        if self.model is not None and not isinstance(self.model, str):
+            raise InvalidArgument(f"usage model must be a string, not {type(self.model).__name__}")
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The whole prompt as the provider counted it: uncached, cache read and cache write."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+def _count(data: Mapping[str, Any] | None, key: str, where: str) -> int:
+    value = None if data is None else data.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(f"{where}.{key} must be a whole number >= 0, not {value!r}")
+    return value
+
+
+def _object(data: Any, where: str) -> Mapping[str, Any] | None:
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise InvalidArgument(f"{where} must be an object, not {type(data).__name__}")
+    return data
+
+
+def anthropic_usage(data: Any, model: str | None = None) -> Usage:
+    """Usage from an Anthropic Messages `usage` object (`input_tokens` excludes the cache's)."""
+    usage = _object(data, "usage") or {}
+    return Usage(
+        input_tokens=_count(usage, "input_tokens", "usage"),
+        cache_read_tokens=_count(usage, "cache_read_input_tokens", "usage"),
+        cache_write_tokens=_count(usage, "cache_creation_input_tokens", "usage"),
+        output_tokens=_count(usage, "output_tokens", "usage"),
+        model=model,
+    )
+
+
+def _split(prompt: int, details: Mapping[str, Any] | None, where: str) -> tuple[int, int, int]:
+    """(uncached, cache read, cache write) of an OpenAI prompt count that includes both cache parts."""
+    read = min(_count(details, "cached_tokens", where), prompt)
+    write = min(_count(details, "cache_write_tokens", where), prompt - read)
+    return prompt - read - write, read, write
+
+
+def openai_usage(data: Any, model: str | None = None) -> Usage:
+    """Usage from an OpenAI Chat Completions `usage` object (`prompt_tokens` includes the cache's)."""
+    usage = _object(data, "usage") or {}
+    where = "usage.prompt_tokens_details"
+    uncached, read, write = _split(
+        _count(usage, "prompt_tokens", "usage"), _object(usage.get("prompt_tokens_details"), where), where
+    )
+    details = _object(usage.get("completion_tokens_details"), "usage.completion_tokens_details")
+    return Usage(
+        input_tokens=uncached,
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+        output_tokens=_count(usage, "completion_tokens", "usage"),
+        reasoning_tokens=_count(details, "reasoning_tokens", "usage.completion_tokens_details"),
+        model=model,
+    )
+
+
+def responses_usage(data: Any, model: str | None = None) -> Usage:
+    """Usage from an OpenAI Responses `usage` object (`input_tokens` includes the cache's)."""
+    usage = _object(data, "usage") or {}
+    where = "usage.input_tokens_details"
+    uncached, read, write = _split(
+        _count(usage, "input_tokens", "usage"), _object(usage.get("input_tokens_details"), where), where
+    )
+    output = _object(usage.get("output_tokens_details"), "usage.output_tokens_details")
+    return Usage(
+        input_tokens=uncached,
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+        output_tokens=_count(usage, "output_tokens", "usage"),
+        reasoning_tokens=_count(output, "reasoning_tokens", "usage.output_tokens_details"),
+        model=model,
+    )
+
+
+def codex_usage(data: Any, model: str | None = None) -> Usage:
+    """Usage from a Codex CLI `token_count` event's `last_token_usage` (`input_tokens` includes the
+    cached ones, `cached_input_tokens`)."""
+    usage = _object(data, "last_token_usage") or {}
+    prompt = _count(usage, "input_tokens", "last_token_usage")
+    cached = _count(usage, "cached_input_tokens", "last_token_usage")
+    return Usage(
+        input_tokens=max(prompt - cached, 0),
+        cache_read_tokens=min(cached, prompt),
+        output_tokens=_count(usage, "output_tokens", "last_token_usage"),
+        reasoning_tokens=_count(usage, "reasoning_output_tokens", "last_token_usage"),
+        model=model,
+    )
