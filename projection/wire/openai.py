@@ -28,7 +28,6 @@ from transcript.model.message import (
     ToolResult,
 )
 
-
 _KEPT: Final = frozenset(
     {"role", "content", "refusal", "tool_calls", "annotations", "audio", "function_call", "reasoning_content"}
 )
