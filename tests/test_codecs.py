@@ -241,7 +241,7 @@ def test_each_encoder_sends_only_its_own_providers_opaque_reasoning() -> None:
     mixed = Message.assistant(
         "done",
         reasoning=[
-            *from_anthropic(anthropic_reply()).parts[:1],
+            *(p for p in from_anthropic(anthropic_reply()).parts[:1] if isinstance(p, ReasoningPart)),
             *(p for p in from_responses(responses_reply()).parts if isinstance(p, ReasoningPart)),
         ],
     )
@@ -287,7 +287,7 @@ def test_usage_comes_along_with_each_reply() -> None:
 
 
 def _anthropic_with(block: dict[str, Any]) -> dict[str, Any]:
-    data = _dump(anthropic_reply())
+    data: dict[str, Any] = _dump(anthropic_reply())
     data["content"].insert(1, block)
     return data
 
