@@ -19,6 +19,7 @@ from transcript.model.events import (
     MessageAppended,
     MessageMarked,
     RestoredFrom,
+    UsageRecorded,
     ViewServed,
 )
 from transcript.model.hashing import GENESIS, body_hash, event_hash
@@ -101,6 +102,7 @@ def _check_log(versions: list[int], events: list[Event], bodies: Mapping[str, Ne
     appended: list[Message] = []
     members: set[str] = set()
     pending: dict[str, str] = {}
+    served: set[int] = set()
     for expected, (version, event) in enumerate(zip(versions, events, strict=True), start=1):
         where = f"event {expected}"
         if version != expected:
@@ -118,6 +120,19 @@ def _check_log(versions: list[int], events: list[Event], bodies: Mapping[str, Ne
             raise InvalidMessage(f"{where} marks {event.message_id!r}, which the log has not appended")
         elif isinstance(event, ViewServed):
             _check_served(event, len(appended) + 1, where)
+            served.add(version)
+        elif isinstance(event, UsageRecorded):
+            _check_usage(event, served, where)
+
+
+def _check_usage(record: UsageRecorded, served: set[int], where: str) -> None:
+    """A usage record answers a served view of the log before it, once (an import's names its reply)."""
+    if record.estimate < 0:
+        raise InvalidMessage(f"{where}: a usage record with an estimate of {record.estimate} tokens")
+    if record.served is not None:
+        if record.served not in served:
+            raise InvalidMessage(f"{where}: usage for a served view at {record.served}, which the log lacks")
+        served.discard(record.served)
 
 
 def _check_served(record: ViewServed, most: int, where: str) -> None:
@@ -133,7 +148,7 @@ def fork_session(store: EventStore, parent_id: str, point: int | None, session_i
 
     The bodies are shared; the parent's marks, directives and compaction records up to the point are
     copied, so the fork's view at its start is the parent's view at that point. Served-view records
-    are not copied (they attest the parent's model calls). The parent is never written.
+    and usage records are not copied (they attest the parent's model calls). The parent is never written.
     """
     if store.head(session_id)[0]:
         raise ConflictError(f"session {session_id!r} already exists in {store.path}; fork into a new id")
@@ -148,7 +163,7 @@ def fork_session(store: EventStore, parent_id: str, point: int | None, session_i
         for message_id, body in stored.items()
     }
     events: list[Event] = [ForkedFrom(parent_session_id=parent_id, point=head)]
-    events.extend(r.event for r in records if not isinstance(r.event, ViewServed))
+    events.extend(r.event for r in records if not isinstance(r.event, (ViewServed, UsageRecorded)))
     _copy(store, session_id, events, bodies)
     return session_id
 

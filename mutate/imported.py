@@ -15,9 +15,17 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import NamedTuple
 
-from transcript.model.events import CompactionRecorded, Event, ImportRecorded, MessageAppended, MessageMarked
+from transcript.model.events import (
+    CompactionRecorded,
+    Event,
+    ImportRecorded,
+    MessageAppended,
+    MessageMarked,
+    UsageRecorded,
+)
 from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry
+from transcript.model.usage import Usage
 from transcript.store.port import Committed, EventStore, NewBody, SessionWrite
 from transcript.store.writer import writer_for
 
@@ -40,6 +48,7 @@ def import_events(
     compactions: Mapping[str, Boundary] | None = None,
     previous: CompactResult | None = None,
     source: str = "",
+    usage: Mapping[str, Usage] | None = None,
 ) -> list[Event]:
     """The events that bring a stored session (`stored`, with its flags) up to an imported one.
 
@@ -49,9 +58,12 @@ def import_events(
     messages and those its boundary keeps, and followed by the round's record, which carries the
     breaker state of `previous` (the session's last recorded round) unchanged. When the import hides
     records or supersedes results, an `ImportRecorded` naming them (and the import's `source`) closes
-    the events: every mark belongs to a recorded round or a recorded import.
+    the events: every mark belongs to a recorded round or a recorded import. A reply named in
+    `usage` is preceded by its call's billed usage, beside the tokens of the view just before it (what
+    the recording's model was sent).
     """
     compactions = compactions or {}
+    usage = usage or {}
     visible: dict[str, tuple[bool, int]] = {
         e.message.id: (e.message.role == "system", e.shown_tokens) for e in stored if not e.flags.excluded
     }
@@ -70,6 +82,10 @@ def import_events(
             events.extend(MessageMarked(message_id=key, excluded=True) for key in replaced)
             for key in replaced:
                 del visible[key]
+        billed = usage.get(message_id)
+        if billed is not None:
+            estimate = sum(tokens for _, tokens in visible.values())
+            events.append(UsageRecorded(usage=billed, estimate=estimate, message_id=message_id))
         events.append(MessageAppended(seq=seq, message_id=message_id, body_hash=body.hash))
         seq += 1
         if message_id in hidden:

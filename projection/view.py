@@ -80,17 +80,30 @@ def chunked(messages: Sequence[Message]) -> tuple[tuple[Message, ...], ...]:
     return tuple(tuple(messages[start : start + CHUNK]) for start in range(0, len(messages), CHUNK))
 
 
+class CacheHint(msgspec.Struct, frozen=True, kw_only=True):
+    """What a served view shares with the view served before it, for prompt-cache breakpoints: its first
+    `messages` messages are unchanged since then (`tokens` of them, by the store's count), and its
+    leading system messages hold `system_tokens`."""
+
+    messages: int
+    tokens: int
+    system_tokens: int
+
+
 class View(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What the model is shown: messages, where they came from, diagnostics and their token count.
 
     `tokens` is the sum of the stored per-part counts of what is shown (message framing overhead,
-    which differs per provider, is not included). Build one with `View.of(...)`.
+    which differs per provider, is not included). `cache` is set on a view that was recorded as
+    served (`visible_messages(record=True)`): what it shares with the view served before it, which
+    `to_anthropic(cache=True)` places its middle breakpoint by. Build one with `View.of(...)`.
     """
 
     chunks: tuple[tuple[Message, ...], ...]
     source: ViewSource
     tokens: int
     diagnostics: tuple[Diagnostic, ...] = ()
+    cache: CacheHint | None = None
 
     def __post_init__(self) -> None:
         if any(len(chunk) != CHUNK for chunk in self.chunks[:-1]):
@@ -133,8 +146,11 @@ class View(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
         return to_responses(self.messages)
 
-    def to_anthropic(self) -> dict[str, Any]:
-        """The view as an Anthropic Messages body (see `projection.wire.anthropic.to_anthropic`)."""
+    def to_anthropic(self, *, cache: bool = False, cache_min_tokens: int = 1_024) -> dict[str, Any]:
+        """The view as an Anthropic Messages body (see `projection.wire.anthropic.to_anthropic`);
+        `cache=True` places prompt-cache breakpoints (none on a prefix under `cache_min_tokens`)."""
         from projection.wire.anthropic import to_anthropic
 
-        return to_anthropic(self.messages)
+        if not cache:
+            return to_anthropic(self.messages)
+        return to_anthropic(self, cache=True, cache_min_tokens=cache_min_tokens)

@@ -60,7 +60,8 @@ if TYPE_CHECKING:
     from transcript.model.processes import ProcessSnapshot as ProcessSnapshot
     from transcript.model.result import CompactResult as CompactResult
     from transcript.model.state import SessionState as SessionState
-    from transcript.model.usage import Usage as Usage
+    from transcript.model.usage import Calibration as Calibration, Usage as Usage
+    from transcript.session.budget import count_tool_tokens as count_tool_tokens
     from transcript.session.facade import Transcript as Transcript
     from transcript.session.importing import ImportReport as ImportReport, SessionReport as SessionReport
     from transcript.session.status import Status as Status
@@ -84,6 +85,8 @@ _EXPORTS = {
     "from_responses": "projection.wire",
     "usage_of": "projection.wire",
     "Usage": "transcript.model.usage",
+    "Calibration": "transcript.model.usage",
+    "count_tool_tokens": "transcript.session.budget",
     "UnsupportedItem": "transcript.model.errors",
     "ConflictError": "transcript.model.errors",
     "DuplicateMessage": "transcript.model.errors",
@@ -127,6 +130,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "Calibration",
     "Checkpoint",
     "CompactResult",
     "ConflictError",
@@ -177,6 +181,7 @@ __all__ = [
     "VerifyReport",
     "View",
     "WriteRefused",
+    "count_tool_tokens",
     "from_anthropic",
     "from_openai",
     "from_responses",

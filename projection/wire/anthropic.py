@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import Any, Final
 
 from projection.render import media_placeholder
+from projection.view import CacheHint
 from projection.wire import common
-from transcript.model.errors import InvalidMessage, UnsupportedItem
+from transcript.model.errors import InvalidArgument, InvalidMessage, UnsupportedItem
 from transcript.model.message import (
     DocumentPart,
     ImagePart,
@@ -38,7 +39,9 @@ LEADING_USER_TEXT: Final = "[conversation continues]"
 EMPTY_ERROR_TEXT: Final = "[error result without output]"
 
 
-def to_anthropic(view: common.HasMessages | Sequence[Message]) -> dict[str, Any]:
+def to_anthropic(
+    view: common.HasMessages | Sequence[Message], *, cache: bool = False, cache_min_tokens: int = 1_024
+) -> dict[str, Any]:
     """The view as an Anthropic Messages body: `system` (left out when empty) and `messages`.
 
     - The system messages before the first other message → `system`, as text blocks. A system
@@ -47,9 +50,10 @@ def to_anthropic(view: common.HasMessages | Sequence[Message]) -> dict[str, Any]
     - user, summary and meta messages → user blocks: images of `common.IMAGE_TYPES` and PDFs as base64
       blocks, a `text/plain` document as a text-source document, other media as placeholders.
     - assistant → its parts in order: signed reasoning as `thinking` blocks and redacted reasoning
-      as `redacted_thinking`, kept whole; reasoning without a (non-empty) signature is left out
-      (the API takes a thinking block only with its signature); text; `tool_use`, whose `input` is
-      the stored object, or `{"_raw": arguments}` when it is not a JSON object (raw text included).
+      as `redacted_thinking`, kept whole; reasoning without a (non-empty) signature of Anthropic's is
+      left out (the API takes a thinking block only with its signature; another provider's opaque
+      data is never sent as one); text; `tool_use`, whose `input` is the stored object, or
+      `{"_raw": arguments}` when it is not a JSON object (raw text included).
     - tool results → `tool_result` blocks (`content` a string or blocks, `is_error` when set) in
       the user message that follows the call; consecutive messages of one role are merged into one
       message, so results come first in their user message.
@@ -57,19 +61,41 @@ def to_anthropic(view: common.HasMessages | Sequence[Message]) -> dict[str, Any]
       left with no block is dropped; a result left empty omits `content` (an error result says
       `EMPTY_ERROR_TEXT`). When the first message is not a user message, a user message with
       `LEADING_USER_TEXT` is put before it.
+
+    `cache=True` (a `View` only: it needs the view's token counts) marks prompt-cache breakpoints,
+    `cache_control: {"type": "ephemeral"}`, on at most three blocks (`cache_breakpoints`).
     """
-    return encode_anthropic(common.sendable(view), archive=False)
+    messages = common.sendable(view)
+    if not cache:
+        return encode_anthropic(messages, archive=False)
+    tokens = getattr(view, "tokens", None)
+    if not isinstance(tokens, int):
+        raise InvalidArgument("to_anthropic(cache=True) takes a View: breakpoints need its token counts")
+    if isinstance(cache_min_tokens, bool) or not isinstance(cache_min_tokens, int) or cache_min_tokens < 0:
+        raise InvalidArgument(f"cache_min_tokens must be a whole number >= 0, not {cache_min_tokens!r}")
+    ends: list[tuple[int, int] | None] = []
+    body = encode_anthropic(messages, archive=False, ends=ends)
+    hint = getattr(view, "cache", None)
+    unchanged = (hint.messages, hint.tokens, hint.system_tokens) if isinstance(hint, CacheHint) else None
+    cache_breakpoints(body, ends, tokens, unchanged, cache_min_tokens)
+    return body
 
 
-def encode_anthropic(messages: Sequence[Message], *, archive: bool) -> dict[str, Any]:
-    """Messages as a Messages body: `system` (when there is one) and `messages`."""
+def encode_anthropic(
+    messages: Sequence[Message], *, archive: bool, ends: list[tuple[int, int] | None] | None = None
+) -> dict[str, Any]:
+    """Messages as a Messages body: `system` (when there is one) and `messages`. `ends` receives, per
+    message, where its last block went: `(-1, k)` for system block k, `(i, k)` for block k of wire
+    message i, None for a message that rendered no block."""
     ids = common.stored_call_ids(messages) if archive else common.wire_call_ids(messages, anthropic=True)
     system: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
+    where: list[tuple[int, int] | None] = []
     leading = True
     for message, wire_ids in zip(messages, ids, strict=True):
         if message.role == "system" and leading:
             system.extend(_blocks(message.parts, archive))
+            where.append((-1, len(system) - 1) if system else None)
             continue
         leading = False
         role = "assistant" if message.role == "assistant" else "user"
@@ -89,19 +115,91 @@ def encode_anthropic(messages: Sequence[Message], *, archive: bool) -> dict[str,
         else:
             content = _blocks(message.parts, archive)
         if not content and not archive:
+            where.append(None)
             continue
         if turns and _merges(turns[-1], role, message.role == "tool", archive):
             turns[-1]["content"].extend(content)
         else:
             turns.append({"role": role, "content": content, "results": message.role == "tool"})
+        where.append((len(turns) - 1, len(turns[-1]["content"]) - 1))
+    shift = 0
     if not archive and (not turns or turns[0]["role"] != "user"):
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": LEADING_USER_TEXT}]})
+        shift = 1
+    if ends is not None:
+        ends.extend(None if w is None else (w[0] + shift if w[0] >= 0 else -1, w[1]) for w in where)
     body: dict[str, Any] = {}
     if system:
         single = archive and len(system) == 1 and system[0]["type"] == "text"
         body["system"] = system[0]["text"] if single else system
     body["messages"] = [{"role": turn["role"], "content": turn["content"]} for turn in turns]
     return body
+
+
+# Blocks that take `cache_control` (thinking and redacted thinking do not).
+_CACHEABLE: Final = frozenset({"text", "image", "document", "tool_use", "tool_result"})
+EPHEMERAL: Final = {"type": "ephemeral"}
+
+
+def cache_breakpoints(
+    body: dict[str, Any],
+    ends: Sequence[tuple[int, int] | None],
+    tokens: int,
+    unchanged: tuple[int, int, int] | None,
+    min_tokens: int,
+) -> list[tuple[int, int]]:
+    """Mark a request's prompt-cache breakpoints in place; returns them as `(message, block)` positions
+    (`-1` for the system prompt), in request order.
+
+    Three at most, leaving one of Anthropic's four for the host's tool definitions: the end of the
+    system prompt; the end of the longest prefix unchanged since the previous served view
+    (`unchanged`: messages, their tokens, the system messages' tokens); the end of the request. The
+    middle one is where the previous request's last breakpoint was when the loop only appended, so
+    its cache entry is hit exactly — however many blocks were added since, where the last breakpoint's
+    own lookback reaches only 20 blocks back. None is placed on a prefix under `min_tokens` (the
+    model's minimum cacheable length, by the store's count) or twice on one block; a breakpoint that
+    falls on a thinking block moves to the block before it.
+    """
+    marks: list[tuple[int, int]] = []
+    if isinstance(body.get("system"), list) and body["system"]:
+        system = unchanged[2] if unchanged is not None else _system_tokens(body["system"])
+        if system >= min_tokens:
+            marks.append((-1, len(body["system"]) - 1))
+    if unchanged is not None and 0 < unchanged[0] <= len(ends) and unchanged[1] >= min_tokens:
+        end = _cacheable_before(body, ends[: unchanged[0]])
+        if end is not None and end[0] >= 0:
+            marks.append(end)
+    if tokens >= min_tokens:
+        last = _cacheable_before(body, ends)
+        if last is not None and last[0] >= 0:
+            marks.append(last)
+    placed = sorted(set(marks))
+    for message, block in placed:
+        target = body["system"][block] if message < 0 else body["messages"][message]["content"][block]
+        target["cache_control"] = dict(EPHEMERAL)
+    return placed
+
+
+def _system_tokens(blocks: list[dict[str, Any]]) -> int:
+    """Without a served view's hint, the system prompt's size is estimated at four characters a token."""
+    return sum(len(block.get("text", "")) for block in blocks) // 4
+
+
+def _cacheable_before(body: dict[str, Any], ends: Sequence[tuple[int, int] | None]) -> tuple[int, int] | None:
+    """The last block that takes `cache_control` at or before the last of `ends` that rendered a block."""
+    end = next((e for e in reversed(ends) if e is not None), None)
+    if end is None or end[0] < 0:
+        return end
+    messages = body["messages"]
+    message, block = end
+    while message >= 0:
+        content = messages[message]["content"]
+        for index in range(block, -1, -1):
+            if content[index].get("type") in _CACHEABLE:
+                return (message, index)
+        message -= 1
+        block = len(messages[message]["content"]) - 1 if message >= 0 else -1
+    return None
 
 
 def _merges(last: dict[str, Any], role: str, results: bool, archive: bool) -> bool:

@@ -12,6 +12,8 @@ from transcript.cli.output import emit, safe, table
 from transcript.model.checkpoint import to_json, to_markdown
 from transcript.model.processes import process_line
 from transcript.model.result import CompactResult
+from transcript.model.usage import relative_error
+from transcript.session.billing import Billing
 from transcript.session.facade import Transcript
 from transcript.session.replay import describe
 
@@ -121,9 +123,17 @@ def status(db_path: str | None, session_id: str | None, fmt: str) -> None:
     rows = [
         (name, value)
         for name in state.__struct_fields__
-        if name not in ("summary", "overview", "processes")
+        if name not in ("summary", "overview", "processes", "last_call")
         and (value := getattr(state, name)) not in ("", None, ())
     ]
+    if state.last_call is not None:
+        call = state.last_call
+        rows.append(
+            (
+                "last call",
+                f"estimate {call.estimate:,}, billed {call.billed:,}, calibrated {call.calibrated:,}",
+            )
+        )
     rows += [(f"{name}", len(items)) for name, items in msgspec.structs.asdict(overview).items() if items]
     rows += [(f"process {process.id}", process_line(process)) for process in state.processes]
     lines = table(rows, ("field", "value"))
@@ -137,10 +147,13 @@ def status(db_path: str | None, session_id: str | None, fmt: str) -> None:
 @session_option
 @format_option
 def stats(db_path: str | None, session_id: str | None, fmt: str) -> None:
-    """Tokens stored against tokens shown, what each strategy saved, rounds and the breaker."""
+    """Tokens stored against tokens shown, what each strategy saved, rounds and the breaker; then each
+    model call with recorded usage (the view's estimate against the bill) and the calibrated fit."""
     with open_store(db_path, readonly=True) as store:
         t = store.session(pick_session(store, session_id))
         data = session_stats(t)
+        bill = t.billing()
+    data["billing"] = msgspec.to_builtins(bill)
     lines = table(
         [
             ("messages stored / shown", f"{data['messages_stored']:,} / {data['messages_shown']:,}"),
@@ -154,7 +167,53 @@ def stats(db_path: str | None, session_id: str | None, fmt: str) -> None:
         f"saved by {name}: {saved:,} tokens over {count} rounds"
         for name, (count, saved) in data["by_strategy"].items()
     ]
-    emit(data, fmt, text=lines)
+    emit(data, fmt, text=lines + billing_lines(bill))
+
+
+def billing_lines(bill: Billing) -> list[str]:
+    """The calls with usage as a table, each model's fit, and the first-half/second-half check."""
+    if not bill.calls:
+        return ["", "no model call has recorded usage (record_usage, or an import of a file that carries it)"]
+    rows = [
+        (
+            c.call,
+            c.version,
+            safe(c.model or "-"),
+            f"{c.estimate:,}",
+            f"{c.billed:,}",
+            f"{c.calibrated:,}",
+            f"{relative_error(c.calibrated, c.billed):.1%}",
+            f"{c.cache_read_tokens:,}",
+            f"{c.cache_write_tokens:,}",
+            f"{c.output_tokens:,}",
+        )
+        for c in bill.calls
+    ]
+    header = (
+        "call",
+        "point",
+        "model",
+        "estimate",
+        "billed",
+        "calibrated",
+        "error",
+        "cache read",
+        "cache write",
+        "output",
+    )
+    lines = ["", *table(rows, header)]
+    lines += [
+        f"fit {safe(fit.model or '-')}: billed = {fit.slope:.3f} x estimate + {fit.intercept:,.0f} "
+        f"({fit.calls} calls)"
+        for fit in bill.fits
+    ]
+    if bill.holdout is not None:
+        check = bill.holdout
+        lines.append(
+            f"fitted on the first {check.fitted} calls, checked on the other {check.checked}: median error "
+            f"{check.before:.1%} before calibration, {check.after:.1%} after"
+        )
+    return lines
 
 
 def session_stats(t: Transcript) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import msgspec
 
 from transcript.model import Message, check_message
 from transcript.model.errors import InvalidMessage
+from transcript.model.usage import Usage
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -63,7 +64,9 @@ class ParsedSession(msgspec.Struct, kw_only=True):
     """One session read from a file, before it is stored.
 
     `compactions` maps the id of a summary message (kind `summary`) to the compaction it ends;
-    `hidden` maps the id of a message the model never saw to why it is kept out of every view.
+    `hidden` maps the id of a message the model never saw to why it is kept out of every view;
+    `usage` maps the id of an assistant message to the billed usage of the call that wrote it, when
+    the recording carries it.
     """
 
     session_id: str
@@ -76,6 +79,7 @@ class ParsedSession(msgspec.Struct, kw_only=True):
     warnings: list[str] = msgspec.field(default_factory=list)
     compactions: dict[str, ImportedCompaction] = msgspec.field(default_factory=dict)
     hidden: dict[str, str] = msgspec.field(default_factory=dict)
+    usage: dict[str, Usage] = msgspec.field(default_factory=dict)
 
     def replayable(self) -> list[Message]:
         """The messages a loop would have appended itself (`simulate`): without the agent's own summaries

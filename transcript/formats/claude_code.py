@@ -47,6 +47,8 @@ from transcript.formats.claude_code_thread import Branches, Thread, some
 from transcript.formats.files import ReadBudget, as_path, check_folder, read_file
 from transcript.formats.pairing import UTF8_BOM, decode_json, file_time, read_bytes
 from transcript.model import Message
+from transcript.model.errors import InvalidArgument
+from transcript.model.usage import Usage, anthropic_usage
 
 SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
 
@@ -295,8 +297,26 @@ def _session(thread: Thread, **fields: Any) -> ParsedSession:
         warnings=thread.warnings,
         compactions=thread.compactions,
         hidden=thread.hidden,
+        usage=_usage(thread.messages, thread.hidden, thread.warnings),
         **fields,
     )
+
+
+def _usage(messages: list[Message], hidden: dict[str, str], warnings: list[str]) -> dict[str, Usage]:
+    """The billed usage Claude Code recorded for each API call (`message.usage`), by assistant message.
+    Records the model never saw (synthetic API errors) were billed for nothing; a usage record that
+    cannot be read is left out, with a warning (the message keeps it in its metadata)."""
+    usage: dict[str, Usage] = {}
+    for message in messages:
+        metadata = message.metadata or {}
+        if message.role != "assistant" or message.id in hidden or not isinstance(metadata.get("usage"), dict):
+            continue
+        model = metadata.get("model")
+        try:
+            usage[message.id] = anthropic_usage(metadata["usage"], model if isinstance(model, str) else None)
+        except InvalidArgument as exc:
+            warnings.append(f"message {message.id!r}: its usage is not recorded as billed usage ({exc})")
+    return usage
 
 
 def _children(

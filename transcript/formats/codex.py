@@ -60,6 +60,8 @@ from transcript.model import (
     TextPart,
     ToolCall,
 )
+from transcript.model.errors import InvalidArgument
+from transcript.model.usage import Usage, codex_usage
 
 LINE_TYPES: Final = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
 CALL_ITEMS: Final = ("function_call", "custom_tool_call", "local_shell_call")
@@ -86,6 +88,7 @@ class _Response:
     created_at: datetime
     parts: list[Part] = field(default_factory=list)
     calls: int = 0
+    usage: Usage | None = None
 
 
 class _Rollout:
@@ -104,6 +107,10 @@ class _Rollout:
         self.compactions: dict[str, ImportedCompaction] = {}
         self.replaced: set[str] = set()  # messages an earlier compaction took out of the view
         self.notes: list[str] = []
+        self.usage: dict[str, Usage] = {}
+        self._last_reply: str | None = None
+        self._total: object = None
+        self._waiting: Usage | None = None
 
     def record(self, record: Any, where: Where) -> None:
         if not isinstance(record, dict):
@@ -131,6 +138,32 @@ class _Rollout:
         else:
             label = kind if kind != "event_msg" else f"event_msg {payload.get('type')}"
             self.skipped[label] += 1
+            if kind == "event_msg" and payload.get("type") == "token_count":
+                where.read(self._token_count, payload)
+
+    def _token_count(self, payload: dict[str, Any]) -> None:
+        """A `token_count` event: the billed usage of one model call. Codex writes it after that call's
+        items (newer releases) or just before them (0.39), so it goes to the latest response that has
+        none yet, else to the next one. A repeat of the same running total bills nothing."""
+        info = payload.get("info")
+        if info is None:
+            return
+        if not isinstance(info, dict):
+            raise BadRecord("a token_count's 'info' must be an object")
+        total = info.get("total_token_usage")
+        if total == self._total:
+            return
+        self._total = total
+        try:
+            usage = codex_usage(info, self.model)
+        except InvalidArgument as exc:
+            raise BadRecord(str(exc)) from exc
+        if self.response is not None and self.response.usage is None:
+            self.response.usage = usage
+        elif self.response is None and self._last_reply is not None and self._last_reply not in self.usage:
+            self.usage[self._last_reply] = usage
+        else:
+            self._waiting = usage
 
     def _session_meta(self, payload: dict[str, Any], where: Where) -> None:
         if self.metadata:
@@ -271,7 +304,8 @@ class _Rollout:
         if new:
             self.flush()
         if self.response is None:
-            self.response = _Response(line=len(self.lines) - 1, created_at=created_at)
+            self.response = _Response(line=len(self.lines) - 1, created_at=created_at, usage=self._waiting)
+            self._waiting = None
         return self.response
 
     def flush(self) -> None:
@@ -300,6 +334,9 @@ class _Rollout:
         self.history.add(
             Where(str(self.path), self.lines[index]).check(message), index, [c.id for c in calls]
         )
+        self._last_reply = message_id
+        if response.usage is not None:
+            self.usage[message_id] = response.usage
 
 
 def _role_of(message: Message) -> str:
@@ -455,6 +492,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
     history.finish()
     if not history.messages:
         raise FormatError(path, None, "no response_item records: nothing to import")
+    kept = {message.id for message in history.messages}
     warnings = [
         f"skipped {count} {kind!r} record(s) (no conversation content)"
         for kind, count in sorted(rollout.skipped.items())
@@ -468,5 +506,6 @@ def parse(path: str | Path) -> list[ParsedSession]:
             repairs=history.repairs,
             warnings=history.warnings + warnings + rollout.notes,
             compactions=rollout.compactions,
+            usage={key: value for key, value in rollout.usage.items() if key in kept},
         )
     ]

@@ -21,6 +21,7 @@ from transcript.model.events import (
     RestoredFrom,
     SessionStarted,
     TitleSet,
+    UsageRecorded,
     ViewServed,
     apply_mark,
 )
@@ -103,6 +104,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "TranscriptSnapshot",
+    "UsageRecorded",
     "ViewServed",
     "apply_mark",
     "check_message",

@@ -1,8 +1,8 @@
 """The events of a session's log: a tagged union on `kind`, each event a small frozen value.
 
 Every change to a session is one of these: an append (the history), a mark, a compaction record, the
-provider caps in force, a fork's origin, a served-view record, the host's running processes. Flags
-are the fold of mark events (`apply_mark`): marks only ever go forward.
+provider caps in force, a fork's origin, a served-view record, the host's running processes, a model
+call's billed usage. Flags are the fold of mark events (`apply_mark`): marks only ever go forward.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import msgspec
 from transcript.model.marks import MessageFlags, ProjectionDirective
 from transcript.model.processes import ProcessSnapshot
 from transcript.model.result import CompactResult
+from transcript.model.usage import Usage
 from transcript.model.value import Value
 
 
@@ -153,6 +154,20 @@ class RecordsAttested(_Event, tag="records_attested", frozen=True):
     records: tuple[tuple[str, str], ...]
 
 
+class UsageRecorded(_Event, tag="usage_recorded", frozen=True):
+    """The billed usage of one model call, beside what the store estimated for the view it was sent.
+
+    `estimate` is the view's token count at that call; `served` the version of the served-view record
+    the call answers (a live loop records both); an import, which has no served views, names the
+    reply instead (`message_id`), and its estimate is the view just before that reply.
+    """
+
+    usage: Usage
+    estimate: int
+    served: int | None = None
+    message_id: str | None = None
+
+
 Event: TypeAlias = (
     MessageAppended
     | RecordsAttested
@@ -166,6 +181,7 @@ Event: TypeAlias = (
     | TitleSet
     | ProcessesSet
     | ImportRecorded
+    | UsageRecorded
 )
 
 EVENT_ENCODER: Final = msgspec.json.Encoder()

@@ -4,13 +4,15 @@
 the prompt read from and written to the provider's cache, so `prompt_tokens` (their sum) is the whole
 prompt as the provider counted it, whatever the provider calls it. `reasoning_tokens` is the part of
 `output_tokens` spent on reasoning. The readers take the plain JSON each provider reports; a value of
-the wrong type is `InvalidArgument`, never a guess.
+the wrong type is `InvalidArgument`, never a guess. `Calibration` fits billed prompts to the store's
+estimates of the views they were sent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 
 from transcript.model.errors import InvalidArgument
 from transcript.model.value import Value
@@ -120,10 +122,10 @@ def responses_usage(data: Any, model: str | None = None) -> Usage:
     )
 
 
-def codex_usage(data: Any, model: str | None = None) -> Usage:
-    """Usage from a Codex CLI `token_count` event's `last_token_usage` (`input_tokens` includes the
-    cached ones, `cached_input_tokens`)."""
-    usage = _object(data, "last_token_usage") or {}
+def codex_usage(info: Any, model: str | None = None) -> Usage:
+    """Usage from the `info` of a Codex CLI `token_count` event: its `last_token_usage`, the last call's
+    (`input_tokens` includes the cached ones, `cached_input_tokens`)."""
+    usage = _object((_object(info, "info") or {}).get("last_token_usage"), "last_token_usage") or {}
     prompt = _count(usage, "input_tokens", "last_token_usage")
     cached = _count(usage, "cached_input_tokens", "last_token_usage")
     return Usage(
@@ -133,3 +135,75 @@ def codex_usage(data: Any, model: str | None = None) -> Usage:
         reasoning_tokens=_count(usage, "reasoning_output_tokens", "last_token_usage"),
         model=model,
     )
+
+
+# A fitted slope outside this range says the points do not fit a line (too few, too alike, or noise):
+# the fit then keeps the estimate's scale and only learns the offset.
+_SLOPES: Final = (0.25, 4.0)
+
+
+class Calibration(Value, frozen=True):
+    """billed prompt ≈ `slope` × estimate + `intercept`: a least-squares line over recorded calls.
+
+    It is kept as running sums, so adding a call costs the same however many came before. With fewer
+    than two calls, or points that fit no line (all estimates equal, a slope outside 0.25–4), the slope
+    is 1 and the intercept the mean difference: what the bill adds to the estimate.
+    """
+
+    model: str | None = None
+    calls: int = 0
+    sum_x: float = 0.0
+    sum_y: float = 0.0
+    sum_xx: float = 0.0
+    sum_xy: float = 0.0
+
+    def add(self, estimate: int, billed: int) -> Calibration:
+        """The fit with one more call."""
+        return Calibration(
+            model=self.model,
+            calls=self.calls + 1,
+            sum_x=self.sum_x + estimate,
+            sum_y=self.sum_y + billed,
+            sum_xx=self.sum_xx + estimate * estimate,
+            sum_xy=self.sum_xy + estimate * billed,
+        )
+
+    @classmethod
+    def fit(cls, points: Iterable[tuple[int, int]], model: str | None = None) -> Calibration:
+        """The fit of `(estimate, billed)` points."""
+        fitted = cls(model=model)
+        for estimate, billed in points:
+            fitted = fitted.add(estimate, billed)
+        return fitted
+
+    @property
+    def slope(self) -> float:
+        """Billed tokens per estimated token."""
+        n = self.calls
+        spread = n * self.sum_xx - self.sum_x * self.sum_x
+        if n < 2 or spread <= 0:
+            return 1.0
+        slope = (n * self.sum_xy - self.sum_x * self.sum_y) / spread
+        return slope if _SLOPES[0] <= slope <= _SLOPES[1] else 1.0
+
+    @property
+    def intercept(self) -> float:
+        """Billed tokens the estimate does not see (system prompt, tool schemas, framing)."""
+        if not self.calls:
+            return 0.0
+        return (self.sum_y - self.slope * self.sum_x) / self.calls
+
+    def predict(self, estimate: int) -> int:
+        """The prompt a view of `estimate` tokens is billed for."""
+        return max(0, round(self.slope * estimate + self.intercept))
+
+    def view_budget(self, limit: int) -> int:
+        """The largest estimate whose billed prompt stays within `limit` (0 when none does)."""
+        return max(0, math.floor((limit - self.intercept) / self.slope))
+
+
+def relative_error(predicted: int, billed: int) -> float:
+    """|predicted − billed| / billed (0 when both are 0)."""
+    if billed == 0:
+        return 0.0 if predicted == 0 else 1.0
+    return abs(predicted - billed) / billed

@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, M
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+import msgspec
+
 from planner.config import CompactConfig
 from planner.micro import MicroPlan
 from planner.trigger import check_budget
@@ -37,12 +39,21 @@ from transcript.model.errors import (
     StoreUnavailable,
     TranscriptError,
 )
-from transcript.model.events import CapsSet, Event, MessageAppended, ProcessesSet, ProviderCaps, TitleSet
+from transcript.model.events import (
+    CapsSet,
+    Event,
+    MessageAppended,
+    ProcessesSet,
+    ProviderCaps,
+    TitleSet,
+    UsageRecorded,
+)
 from transcript.model.ids import check_session_id as check_session_id, new_message_id, utc_now
 from transcript.model.message import INTERRUPTED_RESULT, Message, opening_title
 from transcript.model.processes import ProcessSnapshot, process_line
 from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry, TranscriptSnapshot
+from transcript.model.usage import Calibration, Usage
 from transcript.session.arguments import check_text, checked_processes
 from transcript.session.fold import LiveSession
 from transcript.session.status import Overview, Status
@@ -60,6 +71,7 @@ if TYPE_CHECKING:
     from planner.trigger import BeforeCompact
     from transcript.model.checkpoint import Checkpoint
     from transcript.model.state import SessionState
+    from transcript.session.billing import Billing
     from transcript.session.overflow import ModelCall
 
 T = TypeVar("T")
@@ -253,8 +265,12 @@ class Transcript:
         """Append one message (a transaction of its own); returns it as stored."""
         return self.append_turn([message])[0]
 
-    def append_turn(self, messages: Sequence[Message]) -> list[Message]:
+    def append_turn(self, messages: Sequence[Message], *, usage: Usage | Any = None) -> list[Message]:
         """Append several messages in one transaction: all of them are stored, or none.
+
+        `usage` is the billed usage of the reply among them (a `Usage`, the provider's reply, or the
+        message `from_*` made of it): recorded in the same transaction, as `record_usage` records it,
+        against the latest served view.
 
         Re-appending a message already in this session with the same content is a no-op (safe after
         a crash left the loop unsure); other content under an existing id raises `DuplicateMessage`.
@@ -280,7 +296,13 @@ class Transcript:
             batch[item.message.id] = item
             prepared.append(item)
             result.append(item.message)
+        billed: list[Event] = []
+        if usage is not None:
+            reply = next((m.id for m in result if m.role == "assistant"), None)
+            billed.append(self._usage_event(usage, None, reply))
         if not prepared:
+            if billed:
+                self._write(billed)
             return result
         live.check_order(item.message for item in prepared)
         first_seq = len(live.entries)
@@ -288,8 +310,63 @@ class Transcript:
             MessageAppended(seq=first_seq + i, message_id=item.message.id, body_hash=item.hash)
             for i, item in enumerate(prepared)
         ]
-        self._write(events, batch)
+        self._write([*billed, *events], batch)
         return result
+
+    def record_usage(self, usage: Usage | Any, *, served: int | None = None) -> UsageRecorded:
+        """Record what the provider billed for a model call, tied to the served view it answers.
+
+        `usage` is a `Usage`, a provider reply (an SDK response object or its JSON) or the message
+        `from_*` made of one; `served` the version of the served-view record
+        (`visible_messages(record=True)`), by default the latest. A served view takes one usage
+        record; with none to answer, or usage of the wrong shape, it is `InvalidArgument` and nothing
+        is written. `transcript stats` and `status()` show each call's estimate against its bill.
+        """
+        self._sync()
+        event = self._usage_event(usage, served, None)
+        self._write([event])
+        return event
+
+    def _usage_event(self, usage: Usage | Any, served: int | None, reply: str | None) -> UsageRecorded:
+        """The usage record for `served` (default: the latest served view); raises `InvalidArgument`."""
+        from projection.wire.usage import usage_of
+
+        billed = usage if isinstance(usage, Usage) else usage_of(usage)
+        if billed is None:
+            raise InvalidArgument("the reply reports no usage; nothing was recorded")
+        live = self._live
+        if served is None:
+            if not live.served_tokens:
+                raise InvalidArgument(
+                    f"session {self.session_id!r} has served no view to bill: record the view sent "
+                    "with visible_messages(record=True) first; nothing was recorded"
+                )
+            served = max(live.served_tokens)
+        elif isinstance(served, bool) or not isinstance(served, int) or served not in live.served_tokens:
+            raise InvalidArgument(
+                f"no served-view record at version {served!r} in session {self.session_id!r}"
+            )
+        if served in live.answered:
+            raise InvalidArgument(
+                f"the view served at version {served} already has its usage; nothing was recorded"
+            )
+        return UsageRecorded(
+            usage=billed, estimate=live.served_tokens[served], served=served, message_id=reply
+        )
+
+    def billing(self) -> Billing:
+        """Every model call with recorded usage: the view's estimate against the bill, the fit per
+        model, and how well a fit on the first half of the calls predicts the second half."""
+        from transcript.session.billing import billing
+
+        self._sync()
+        return billing(self._live.usage, self._live.fits)
+
+    def calibration(self) -> Calibration | None:
+        """The fit of billed prompts to this session's estimates for its latest model (None before any
+        usage is recorded): what `compact(calibrated=True)` applies."""
+        self._sync()
+        return self._live.calibration()
 
     def _known(self, item: NewBody, batch: dict[str, NewBody]) -> Message | None:
         """The stored message when this one is a no-op re-append; raises on an id with another record
@@ -338,7 +415,9 @@ class Transcript:
 
         `record=True` also records that this view is being served (its hash and the per-message
         hashes that changed since the last record) as a small event of its own, so `transcript
-        replay --verify` can later prove what the model was sent.
+        replay --verify` can later prove what the model was sent; the view then says what it shares
+        with the view served before it (`View.cache`), where `to_anthropic(cache=True)` puts its middle
+        breakpoint.
         """
         check_flag(record, "record")
         self._sync()
@@ -352,7 +431,8 @@ class Transcript:
             except ConflictError:
                 continue
             self._live.rendered.recorded(version)
-            return view
+            hint = self._live.cache_hint(view, served)
+            return view if hint is None else msgspec.structs.replace(view, cache=hint)
         raise ConflictError(f"session {self.session_id!r} kept changing while its view was being recorded")
 
     @property
@@ -376,7 +456,10 @@ class Transcript:
     def compact(
         self,
         *,
-        budget_tokens: int,
+        budget_tokens: int | None = None,
+        window_tokens: int | None = None,
+        overhead_tokens: int = 0,
+        calibrated: bool | Calibration = False,
         config: CompactConfig | None = None,
         manual: bool = False,
         force: bool = False,
@@ -387,19 +470,26 @@ class Transcript:
     ) -> CompactResult:
         """Run one compaction round against a token budget; returns its result record.
 
-        Call it once per model call with the tokens the view may use. Below the micro threshold it does
-        nothing and writes nothing. `shadow=True` reports what would happen without writing;
-        `manual=True` marks a round the user asked for (not counted by the breaker); `force=True` goes
-        straight to full compaction. `summarizer` overrides the transcript's for this round.
-        `summary` is a summary the caller wrote — checkpoint JSON, the `## Goal` markdown, or plain
-        prose (kept whole as the checkpoint's `summary`; the goal is still the user's task): a manual,
-        forced round that asks no summarizer. `reason` says why the caller asked for the round (it is
-        recorded as the round's reason). It raises only for storage faults and bad arguments: a
-        failing summarizer is an outcome (`fallback_used`, `failed`).
+        Call it once per model call with the request's limit: `budget_tokens` (or `window_tokens`, the
+        model's context window), less `overhead_tokens` — what the host sends besides the view, the
+        system prompt and tool schemas (`count_tool_tokens`) — is what the view may use. With
+        `calibrated=True` the session's fit of billed prompts to its estimates (`calibration()`, from
+        recorded usage) sets that room instead: the view may grow while the predicted bill stays within
+        the limit; until a bill is recorded `overhead_tokens` applies. A `Calibration` may be given too
+        (say, another session's). Below the micro threshold it does nothing and writes nothing.
+        `shadow=True` reports what would happen without writing; `manual=True` marks a round the user
+        asked for (not counted by the breaker); `force=True` goes straight to full compaction.
+        `summarizer` overrides the transcript's for this round. `summary` is a summary the caller
+        wrote — checkpoint JSON, the `## Goal` markdown, or plain prose (kept whole as the checkpoint's
+        `summary`; the goal is still the user's task): a manual, forced round that asks no summarizer.
+        `reason` says why the caller asked for the round (it is recorded as the round's reason). It
+        raises only for storage faults and bad arguments (`InvalidArgument`): a failing summarizer is an
+        outcome (`fallback_used`, `failed`).
         """
         from mutate import run_compact
 
-        options = self._options(budget_tokens, config, manual, force, shadow, summarizer, summary, reason)
+        budget = self._view_budget(budget_tokens, window_tokens, overhead_tokens, calibrated)
+        options = self._options(budget, config, manual, force, shadow, summarizer, summary, reason)
         given = self._round_input(options)
         if isinstance(given, CompactResult):
             return given
@@ -408,7 +498,10 @@ class Transcript:
     async def acompact(
         self,
         *,
-        budget_tokens: int,
+        budget_tokens: int | None = None,
+        window_tokens: int | None = None,
+        overhead_tokens: int = 0,
+        calibrated: bool | Calibration = False,
         config: CompactConfig | None = None,
         manual: bool = False,
         force: bool = False,
@@ -420,7 +513,8 @@ class Transcript:
         """`compact` for async loops: the summarizer may be a coroutine function."""
         from mutate import arun_compact
 
-        options = self._options(budget_tokens, config, manual, force, shadow, summarizer, summary, reason)
+        budget = self._view_budget(budget_tokens, window_tokens, overhead_tokens, calibrated)
+        options = self._options(budget, config, manual, force, shadow, summarizer, summary, reason)
         given = self._round_input(options)
         if isinstance(given, CompactResult):
             return given
@@ -637,7 +731,17 @@ class Transcript:
             ),
             processes=live.processes or (),
             last_error=last.last_error if last else "",
+            billed_calls=len(live.usage),
+            last_call=self.billing().calls[-1] if live.usage else None,
         )
+
+    def _view_budget(
+        self, budget: int | None, window: int | None, overhead: int, calibrated: bool | Calibration
+    ) -> int:
+        from transcript.session.budget import calibration, view_budget
+
+        fit = calibration(calibrated, None if calibrated is not True else self.calibration())
+        return view_budget(budget, window, overhead, fit)
 
     def _options(
         self,

@@ -16,7 +16,7 @@ from planner.config import CompactConfig
 from planner.observations import is_observation
 from projection.caps import NEUTRAL, ProviderCaps
 from projection.digest import digest_view
-from projection.view import View
+from projection.view import CacheHint, View
 from transcript.model import (
     CapsSet,
     CompactionRecorded,
@@ -30,12 +30,14 @@ from transcript.model import (
     SessionStarted,
     TitleSet,
     TranscriptSnapshot,
+    UsageRecorded,
     ViewServed,
     apply_mark,
 )
 from transcript.model.errors import StoreCorrupted
 from transcript.model.history import check_order, pending_after
 from transcript.model.result import CompactResult
+from transcript.model.usage import Calibration
 from transcript.session.incremental import LiveView
 from transcript.store.port import UnreadableEvent
 
@@ -60,6 +62,10 @@ class LiveSession:
         self.title: str | None = None
         self.system_tokens = 0
         self.processes: tuple[ProcessSnapshot, ...] | None = None  # None: the host registered none
+        self.usage: list[tuple[int, UsageRecorded]] = []
+        self.served_tokens: dict[int, int] = {}
+        self.answered: set[int] = set()
+        self.fits: dict[str | None, Calibration] = {}
 
     def add(self, message: Message, tokens: tuple[int, ...]) -> Entry:
         """Append one message at the next `seq`."""
@@ -152,7 +158,28 @@ class LiveSession:
         elif isinstance(event, ViewServed):
             apply_served(self.served, event)
             self.served_version = version
+            self.served_tokens[version] = event.tokens
+        elif isinstance(event, UsageRecorded):
+            self.billed(version, event)
         self.version = version
+
+    def billed(self, version: int, record: UsageRecorded) -> None:
+        """One call's billed usage: kept in call order, and added to its model's calibration."""
+        self.usage.append((version, record))
+        if record.served is not None:
+            self.answered.add(record.served)
+        billed = record.usage.prompt_tokens
+        if record.estimate > 0 and billed > 0:
+            model = record.usage.model
+            self.fits[model] = self.fits.get(model, Calibration(model=model)).add(record.estimate, billed)
+
+    def calibration(self) -> Calibration | None:
+        """The fit for the model of the latest call with usage (None before any)."""
+        for _, record in reversed(self.usage):
+            fitted = self.fits.get(record.usage.model)
+            if fitted is not None:
+                return fitted
+        return None
 
     def record(self, version: int, result: CompactResult) -> None:
         """A round's result record: it carries its event's version, and supersedes an earlier record of
@@ -188,6 +215,20 @@ class LiveSession:
             changed = _changed(all_digests, self.served)
         return ViewServed(
             view_hash=view_hash, length=length, tokens=view.tokens, source=view.source, changed=tuple(changed)
+        )
+
+    def cache_hint(self, view: View, record: ViewServed) -> CacheHint | None:
+        """What the view just recorded as `record` shares with the view served before it: the longest
+        unchanged prefix (up to the first position `record` names as changed) and its tokens. None for
+        a rebuilt or fallback view, whose counts are not the live ones."""
+        if view.source not in ("persisted", "canonical"):
+            return None
+        unchanged = min((position for position, _ in record.changed), default=record.length)
+        rendered = self.rendered
+        return CacheHint(
+            messages=unchanged,
+            tokens=rendered.prefix_tokens(unchanged),
+            system_tokens=rendered.system_tokens(),
         )
 
     def view(self, config: CompactConfig) -> View:

@@ -173,6 +173,7 @@ def _plan_session(
             compactions=compactions,
             previous=live.results[-1] if live.results else None,
             source=source,
+            usage=session.usage,
         )
     )
     write = SessionWrite(session.session_id, loaded.version, events, prepared)

@@ -171,6 +171,20 @@ class LiveView:
         """The token counts of the rendered messages, in view order (a copy)."""
         return list(self._counts)
 
+    def prefix_tokens(self, length: int) -> int:
+        """Tokens of the current view's first `length` messages (valid after `view()`), summed from the
+        end: after appends, what follows an unchanged prefix is short."""
+        return self._tokens - sum(self._counts[length:])
+
+    def system_tokens(self) -> int:
+        """Tokens of the current view's leading system messages (valid after `view()`)."""
+        total = 0
+        for message, count in zip(self._shown, self._counts, strict=True):
+            if message.role != "system":
+                break
+            total += count
+        return total
+
     def digests(self) -> list[str]:
         """Every message digest of the current view (valid after `digest()`)."""
         return self._digests

@@ -6,6 +6,7 @@ import msgspec
 
 from transcript.model.processes import ProcessSnapshot
 from transcript.model.result import BreakerState
+from transcript.session.billing import BilledCall
 
 
 class Overview(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -24,6 +25,8 @@ class Status(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     `summary` is the latest checkpoint, whole, in markdown (the view may show less of it to fit the
     budget), `overview` where the work stands; `last_error` is the latest summarizer failure the
     breaker counted (type and message); `processes` the processes as the host last registered them.
+    `last_call` is the latest model call with recorded usage — the view's estimate against the bill —
+    and `billed_calls` how many have one.
     """
 
     session_id: str
@@ -45,3 +48,5 @@ class Status(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     overview: Overview = Overview()
     last_error: str = ""
     processes: tuple[ProcessSnapshot, ...] = ()
+    billed_calls: int = 0
+    last_call: BilledCall | None = None
