@@ -138,7 +138,9 @@ def assert_sendable(view: View) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     assert responses_sdk_problem(items) is None
     assert responses_pairing_problem(items) is None
     assert view.to_responses() == items
+    _check_opaque_reasoning(view, items)
     messages, body = view.to_openai(), view.to_anthropic()
+    _check_cache_breakpoints(view, body)
     assert check_openai_request(messages) == ()
     assert openai_sdk_problem(messages) is None
     assert check_anthropic_request(body) == ()
@@ -146,6 +148,41 @@ def assert_sendable(view: View) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     assert view.to_openai() == messages and view.to_anthropic() == body
     assert view.canonical_json() == before
     return messages, body
+
+
+def _check_opaque_reasoning(view: View, items: list[dict[str, Any]]) -> None:
+    """Each encoder sends only its own provider's opaque reasoning: thinking signatures come from
+    Anthropic's parts (or legacy ones), encrypted content from OpenAI's."""
+    parts = [p for m in view.messages for p in m.parts if isinstance(p, ReasoningPart) and p.signature]
+    anthropic_own = {p.signature for p in parts if p.provider in (None, "anthropic")}
+    openai_own = {p.signature for p in parts if p.provider == "openai" and p.item_id is not None}
+    body = view.to_anthropic()
+    sent = {
+        b["signature"]
+        for m in body["messages"]
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "thinking"
+    }
+    assert sent <= anthropic_own
+    assert {
+        i["encrypted_content"] for i in items if i.get("type") == "reasoning" and "encrypted_content" in i
+    } <= openai_own
+
+
+def _check_cache_breakpoints(view: View, body: dict[str, Any]) -> None:
+    """Breakpoints change nothing but `cache_control`: at most three, never on thinking, and the body
+    validates with them."""
+    cached = view.to_anthropic(cache=True, cache_min_tokens=0)
+    assert anthropic_sdk_problem(cached) is None
+    found = [b for b in cached.get("system", []) if "cache_control" in b]
+    found += [
+        b for m in cached["messages"] for b in m["content"] if isinstance(b, dict) and "cache_control" in b
+    ]
+    assert 1 <= len(found) <= 3
+    assert all(b["type"] not in ("thinking", "redacted_thinking") for b in found)
+    for block in found:
+        del block["cache_control"]
+    assert cached == body
 
 
 def view_of(*messages: Message) -> View:
