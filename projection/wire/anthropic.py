@@ -288,9 +288,8 @@ def _result(result: ToolResult, wire_id: str, archive: bool) -> dict[str, Any]:
     return block
 
 
-# Content blocks of a reply this store can keep and send back; any other (server tools and their
-# results, container uploads) is refused, naming it.
-REPLY_BLOCKS: Final = ("text", "thinking", "redacted_thinking", "tool_use")
+# Content blocks of a reply this store can keep and send back, with the fields it keeps; any other
+# (server tools and their results, container uploads) is refused, naming it.
 _KEPT: Final = {
     "text": frozenset({"type", "text", "citations"}),
     "thinking": frozenset({"type", "thinking", "signature"}),
@@ -335,14 +334,7 @@ def from_anthropic(reply: Any, *, id: str | None = None, created_at: datetime | 
 
 def _reply_block(block: Any, where: str) -> Part:
     block = common.plain(block, where)
-    kind = block.get("type")
-    if kind not in REPLY_BLOCKS:
-        raise UnsupportedItem(
-            f"{where}: an Anthropic {kind!r} block cannot be kept and sent back by this store "
-            f"(it keeps {', '.join(REPLY_BLOCKS)}); nothing was stored",
-            f"{where} ({kind})",
-        )
-    common.no_extras(block, _KEPT[kind], where)
+    kind = common.kept_kind(block, _KEPT, where, "Anthropic")
     if kind == "text":
         if block.get("citations"):
             raise UnsupportedItem(

@@ -190,6 +190,20 @@ def reply(
     return message
 
 
+def kept_kind(item: dict[str, Any], kept: dict[str, frozenset[str]], where: str, provider: str) -> str:
+    """The `type` of a reply item this store keeps (`kept` maps each to its fields); any other type,
+    or a field it does not keep, is `UnsupportedItem` naming it."""
+    kind = item.get("type")
+    if kind not in kept:
+        raise UnsupportedItem(
+            f"{where}: a {provider} {kind!r} item cannot be kept and sent back by this store (it keeps "
+            f"{', '.join(kept)}); nothing was stored",
+            f"{where} ({kind})",
+        )
+    no_extras(item, kept[kind], where)
+    return str(kind)
+
+
 def no_extras(value: dict[str, Any], known: frozenset[str], where: str) -> None:
     """Refuse a reply item that sets a field this store does not keep (`UnsupportedItem` naming it):
     what cannot be sent back is never dropped silently. Fields left null or empty are no loss."""

@@ -30,11 +30,12 @@ from transcript.model.message import (
 
 # Output items a reply may hold that this store keeps and sends back; hosted-tool items (web search,
 # file search, computer use, code interpreter, MCP, image generation, custom tools) are refused.
-REPLY_ITEMS: Final = ("reasoning", "message", "function_call")
-_KEPT: Final = {
+_ITEMS: Final = {
     "reasoning": frozenset({"type", "id", "summary", "content", "encrypted_content", "status"}),
     "message": frozenset({"type", "id", "role", "status", "content", "phase"}),
     "function_call": frozenset({"type", "id", "call_id", "name", "arguments", "status"}),
+}
+_CONTENT: Final = {
     "output_text": frozenset({"type", "text", "annotations", "logprobs"}),
     "refusal": frozenset({"type", "refusal"}),
 }
@@ -197,14 +198,7 @@ def from_responses(output: Any, *, id: str | None = None, created_at: datetime |
     for index, raw in enumerate(items):
         where = f"output[{index}]"
         item = common.plain(raw, where)
-        kind = item.get("type")
-        if kind not in REPLY_ITEMS:
-            raise UnsupportedItem(
-                f"{where}: a {kind!r} item cannot be kept and sent back by this store (it keeps "
-                f"{', '.join(REPLY_ITEMS)}); nothing was stored",
-                f"{where} ({kind})",
-            )
-        common.no_extras(item, _KEPT[kind], where)
+        kind = common.kept_kind(item, _ITEMS, where, "Responses")
         if kind == "reasoning":
             parts.extend(_reply_reasoning(item, where))
         elif kind == "function_call":
@@ -257,18 +251,14 @@ def _reply_message(item: dict[str, Any], where: str, phases: dict[str, str]) -> 
         phases[item_id] = phase
     texts = []
     for k, content in enumerate(common.list_field(item, "content", where)):
-        content = common.plain(content, f"{where}.content[{k}]")
-        kind = content.get("type")
+        at = f"{where}.content[{k}]"
+        content = common.plain(content, at)
+        kind = common.kept_kind(content, _CONTENT, at, "Responses message")
         if kind == "output_text" and content.get("annotations"):
             raise UnsupportedItem(
-                f"{where}.content[{k}]: text with annotations cannot be kept and sent back by this store",
-                f"{where}.content[{k}] (annotations)",
+                f"{at}: text with annotations cannot be kept and sent back by this store",
+                f"{at} (annotations)",
             )
-        if kind not in ("output_text", "refusal"):
-            raise UnsupportedItem(
-                f"{where}.content[{k}]: a {kind!r} part cannot be kept", f"{where}.content[{k}]"
-            )
-        common.no_extras(content, _KEPT[kind], f"{where}.content[{k}]")
         key = "text" if kind == "output_text" else "refusal"
-        texts.append(TextPart(text=common.text_field(content, key, f"{where}.content[{k}]"), item_id=item_id))
+        texts.append(TextPart(text=common.text_field(content, key, at), item_id=item_id))
     return texts

@@ -86,40 +86,33 @@ def _split(prompt: int, details: Mapping[str, Any] | None, where: str) -> tuple[
     return prompt - read - write, read, write
 
 
-def openai_usage(data: Any, model: str | None = None) -> Usage:
-    """Usage from an OpenAI Chat Completions `usage` object (`prompt_tokens` includes the cache's)."""
+def _openai(data: Any, model: str | None, prompt: str, output: str) -> Usage:
+    """Usage from an OpenAI `usage` object whose prompt count (`prompt`, with `{prompt}_details`)
+    includes the cache's, and whose `{output}_details` count reasoning."""
     usage = _object(data, "usage") or {}
-    where = "usage.prompt_tokens_details"
+    where = f"usage.{prompt}_details"
     uncached, read, write = _split(
-        _count(usage, "prompt_tokens", "usage"), _object(usage.get("prompt_tokens_details"), where), where
+        _count(usage, prompt, "usage"), _object(usage.get(f"{prompt}_details"), where), where
     )
-    details = _object(usage.get("completion_tokens_details"), "usage.completion_tokens_details")
+    details = _object(usage.get(f"{output}_details"), f"usage.{output}_details")
     return Usage(
         input_tokens=uncached,
         cache_read_tokens=read,
         cache_write_tokens=write,
-        output_tokens=_count(usage, "completion_tokens", "usage"),
-        reasoning_tokens=_count(details, "reasoning_tokens", "usage.completion_tokens_details"),
+        output_tokens=_count(usage, output, "usage"),
+        reasoning_tokens=_count(details, "reasoning_tokens", f"usage.{output}_details"),
         model=model,
     )
+
+
+def openai_usage(data: Any, model: str | None = None) -> Usage:
+    """Usage from an OpenAI Chat Completions `usage` object (`prompt_tokens` includes the cache's)."""
+    return _openai(data, model, "prompt_tokens", "completion_tokens")
 
 
 def responses_usage(data: Any, model: str | None = None) -> Usage:
     """Usage from an OpenAI Responses `usage` object (`input_tokens` includes the cache's)."""
-    usage = _object(data, "usage") or {}
-    where = "usage.input_tokens_details"
-    uncached, read, write = _split(
-        _count(usage, "input_tokens", "usage"), _object(usage.get("input_tokens_details"), where), where
-    )
-    output = _object(usage.get("output_tokens_details"), "usage.output_tokens_details")
-    return Usage(
-        input_tokens=uncached,
-        cache_read_tokens=read,
-        cache_write_tokens=write,
-        output_tokens=_count(usage, "output_tokens", "usage"),
-        reasoning_tokens=_count(output, "reasoning_tokens", "usage.output_tokens_details"),
-        model=model,
-    )
+    return _openai(data, model, "input_tokens", "output_tokens")
 
 
 def codex_usage(info: Any, model: str | None = None) -> Usage:
