@@ -270,3 +270,26 @@ def test_a_fork_keeps_none_of_the_parents_usage() -> None:
     state = t.export_state()
     copy = store.restore(state, session_id="s-copy")
     assert len(copy.billing().calls) == 1
+
+
+def test_a_turn_appended_again_records_its_usage_once() -> None:
+    t = Store.open(":memory:").session("s")
+    _started(t)
+    t.visible_messages(record=True)
+    reply = from_anthropic(anthropic_reply())
+    turn = [reply, *(Message.tool_result(c.id, "ok") for c in reply.tool_calls)]
+    t.append_turn(turn, usage=reply)
+    version = t.version
+    t.append_turn(turn, usage=reply)  # the loop was unsure after a crash
+    assert t.version == version and len(t.billing().calls) == 1
+
+
+def test_usage_recorded_while_another_writer_appends_still_lands() -> None:
+    store = Store.open(":memory:")
+    t = store.session("s")
+    _started(t)
+    t.visible_messages(record=True)
+    other = store.session("s")
+    other.append(Message.user("and one more thing"))
+    record = t.record_usage(Usage(input_tokens=7))
+    assert record.served == 3 and t.billing().calls[0].billed == 7

@@ -270,7 +270,7 @@ class Transcript:
 
         `usage` is the billed usage of the reply among them (a `Usage`, the provider's reply, or the
         message `from_*` made of it): recorded in the same transaction, as `record_usage` records it,
-        against the latest served view.
+        against the latest served view (a turn already stored records nothing again).
 
         Re-appending a message already in this session with the same content is a no-op (safe after
         a crash left the loop unsure); other content under an existing id raises `DuplicateMessage`.
@@ -296,14 +296,12 @@ class Transcript:
             batch[item.message.id] = item
             prepared.append(item)
             result.append(item.message)
+        if not prepared:  # a turn already stored (say, re-appended after a crash) records nothing
+            return result
         billed: list[Event] = []
         if usage is not None:
             reply = next((m.id for m in result if m.role == "assistant"), None)
             billed.append(self._usage_event(usage, None, reply))
-        if not prepared:
-            if billed:
-                self._write(billed)
-            return result
         live.check_order(item.message for item in prepared)
         first_seq = len(live.entries)
         events = [
@@ -323,9 +321,14 @@ class Transcript:
         is written. `transcript stats` and `status()` show each call's estimate against its bill.
         """
         self._sync()
-        event = self._usage_event(usage, served, None)
-        self._write([event])
-        return event
+        for _ in range(_RECORD_ATTEMPTS):
+            event = self._usage_event(usage, served, None)
+            try:
+                self._write([event])
+            except ConflictError:  # another writer moved the session on; the served view still stands
+                continue
+            return event
+        raise ConflictError(f"session {self.session_id!r} kept changing while its usage was being recorded")
 
     def _usage_event(self, usage: Usage | Any, served: int | None, reply: str | None) -> UsageRecorded:
         """The usage record for `served` (default: the latest served view); raises `InvalidArgument`."""
