@@ -4,6 +4,7 @@ Nothing here reads or writes a store, touches `sqlite3` or counts tokens: inputs
 and are never mutated, so the same inputs always render the same view.
 """
 
+from projection.cache import CacheHint
 from projection.caps import KNOWN_PROVIDERS, NEUTRAL, ProviderCaps, caps_for
 from projection.directives import (
     CORRUPTED_PROJECTION,
@@ -47,6 +48,7 @@ __all__ = [
     "PROJECTION_REBUILT",
     "RENDER_FAILED",
     "Absent",
+    "CacheHint",
     "Diagnostic",
     "Invalid",
     "OrderProblem",

@@ -15,6 +15,7 @@ from typing import Any, Final, Literal, TypeAlias, overload
 
 import msgspec
 
+from projection.cache import CacheHint
 from transcript.model import Message
 
 ViewSource: TypeAlias = Literal["persisted", "canonical", "rebuilt", "fallback"]
@@ -78,16 +79,6 @@ class Messages(Sequence[Message]):
 def chunked(messages: Sequence[Message]) -> tuple[tuple[Message, ...], ...]:
     """Messages split into the view's chunks."""
     return tuple(tuple(messages[start : start + CHUNK]) for start in range(0, len(messages), CHUNK))
-
-
-class CacheHint(msgspec.Struct, frozen=True, kw_only=True):
-    """What a served view shares with the view served before it, for prompt-cache breakpoints: its first
-    `messages` messages are unchanged since then (`tokens` of them, by the store's count), and its
-    leading system messages hold `system_tokens`."""
-
-    messages: int
-    tokens: int
-    system_tokens: int
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

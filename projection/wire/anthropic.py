@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from projection.cache import CacheHint
 from projection.render import media_placeholder
-from projection.view import CacheHint
 from projection.wire import common
 from transcript.model.errors import InvalidArgument, InvalidMessage, UnsupportedItem
 from transcript.model.message import (

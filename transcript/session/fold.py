@@ -14,9 +14,10 @@ import msgspec
 
 from planner.config import CompactConfig
 from planner.observations import is_observation
+from projection.cache import CacheHint
 from projection.caps import NEUTRAL, ProviderCaps
 from projection.digest import digest_view
-from projection.view import CacheHint, View
+from projection.view import View
 from transcript.model import (
     CapsSet,
     CompactionRecorded,
