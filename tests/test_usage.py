@@ -29,6 +29,7 @@ from transcript import (
     Usage,
     from_anthropic,
     from_responses,
+    verify,
 )
 from transcript.cli import cli
 from transcript.model.usage import Calibration, codex_usage, relative_error
@@ -293,3 +294,16 @@ def test_usage_recorded_while_another_writer_appends_still_lands() -> None:
     other.append(Message.user("and one more thing"))
     record = t.record_usage(Usage(input_tokens=7))
     assert record.served == 3 and t.billing().calls[0].billed == 7
+
+
+def test_an_import_with_hidden_records_and_usage_verifies(tmp_path: Path) -> None:
+    """A bill beside a reply sits between an import's hidden-record marks and the record explaining
+    them; the write is taken and the file verifies."""
+    db = tmp_path / "t.db"
+    store = Store.open(db)
+    (main_session, *_) = store.import_file(
+        PROJECT_ROOT / "fixtures" / "formats" / "claude-code" / "agent_progress_2.1_built.jsonl"
+    ).sessions
+    assert main_session.hidden and store.session(main_session.session_id, create=False).billing().calls
+    store.close()
+    assert verify(db).ok

@@ -6,7 +6,7 @@ a full step's exclusions right before the summary it appends (the round's produc
 mutator may append; its record follows); an imported compaction's likewise; the records an import
 keeps out of the view and the synthetic results it supersedes before the import's record
 (`ImportRecorded`, which names them, later in the same commit). Between a mark and its round's record
-only marks and appends may come. The previous release committed a step's marks and its record one
+only marks, appends and usage records may come. The previous release committed a step's marks and its record one
 after the other, and a fork of it may have copied a step without its record: such logs pass
 unchanged. The log refuses a write holding a mark nothing explains; `verify` names one (a mark written
 past the library).
@@ -22,6 +22,7 @@ from transcript.model.events import (
     ImportRecorded,
     MessageAppended,
     MessageMarked,
+    UsageRecorded,
 )
 
 Marked = tuple[int, MessageMarked]
@@ -43,6 +44,8 @@ def unexplained_marks(
         if isinstance(event, MessageMarked):
             pending.append((version, event))
             run.append((version, event))
+            continue
+        if isinstance(event, UsageRecorded):  # a bill beside a reply an import appends: no mark's concern
             continue
         if isinstance(event, MessageAppended):
             if event.message_id in summaries:  # a full step: the exclusions right before its summary
