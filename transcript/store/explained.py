@@ -6,8 +6,8 @@ a full step's exclusions right before the summary it appends (the round's produc
 mutator may append; its record follows); an imported compaction's likewise; the records an import
 keeps out of the view and the synthetic results it supersedes before the import's record
 (`ImportRecorded`, which names them, later in the same commit). Between a mark and its round's record
-only marks, appends and usage records may come. The previous release committed a step's marks and its record one
-after the other, and a fork of it may have copied a step without its record: such logs pass
+only marks, appends and usage records may come. The previous release committed a step's marks and its
+record one after the other, and a fork of it may have copied a step without its record: such logs pass
 unchanged. The log refuses a write holding a mark nothing explains; `verify` names one (a mark written
 past the library).
 """
