@@ -40,6 +40,7 @@ from transcript import (
     Transcript,
     TranscriptError,
     TranscriptSnapshot,
+    Usage,
 )
 from transcript.formats import anthropic_messages, openai_chat
 from transcript.formats.registry import IMPORTERS
@@ -152,6 +153,12 @@ def _hints(function: Callable[..., Any]) -> dict[str, Any]:
     return hints
 
 
+def _served(w: World) -> int:
+    """The version of a view just recorded as served: what a usage record answers."""
+    w.t.visible_messages(record=True)
+    return w.t.version
+
+
 class World:
     """A store with a session that has tool calls and a compaction, and what a valid call needs."""
 
@@ -260,6 +267,11 @@ TABLE: dict[str, Row] = {
         lambda w: {"record": False},
     ),
     "Transcript.entry": (Transcript.entry, lambda w: w.t.entry, lambda w: {"message_id": "x"}),
+    "Transcript.record_usage": (
+        Transcript.record_usage,
+        lambda w: w.t.record_usage,
+        lambda w: {"usage": Usage(input_tokens=5), "served": _served(w)},
+    ),
     "Transcript.compact": (
         Transcript.compact,
         lambda w: w.t.compact,
