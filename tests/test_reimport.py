@@ -58,8 +58,8 @@ def test_files_an_earlier_release_imported_import_again_with_nothing_new(
 
 def test_the_old_store_holds_the_old_forms(tmp_path: Path) -> None:
     """The fixture is what this test needs: bodies in the forms this release no longer writes."""
-    shutil.copyfile(STORES / "imports-4ca77bf.db", tmp_path / "old.db")  # a read-only open writes -shm
-    store = Store.open(tmp_path / "old.db", readonly=True)
+    shutil.copyfile(STORES / "imports-4ca77bf.db", tmp_path / "old.db")
+    store = Store.open(tmp_path / "old.db")  # a copy: opening it read-write migrates it
     messages = [
         m for info in store.sessions() for m in store.session(info.session_id, create=False).stored_messages()
     ]

@@ -210,6 +210,7 @@ def in_namespace(session: ParsedSession) -> ParsedSession:
         ],
         compactions={renamed.get(k, k): v for k, v in session.compactions.items()},
         hidden={renamed.get(k, k): v for k, v in session.hidden.items()},
+        usage={renamed.get(k, k): v for k, v in session.usage.items()},
     )
 
 
