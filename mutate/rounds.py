@@ -463,8 +463,12 @@ def _commit_micro(
 
 
 def _recorded(result: CompactResult, step: Written) -> CompactResult:
-    """The result as its record reads back: the version its event got (the step's last)."""
-    return msgspec.structs.replace(result, version=step.version)
+    """The result as its record reads back: the version its event got (the step's last), and the view
+    it left as committed (a step committed after messages that came meanwhile counts them too)."""
+    stored = next((e.result for e in reversed(step.events) if isinstance(e, CompactionRecorded)), result)
+    return msgspec.structs.replace(
+        result, version=step.version, tokens_after=stored.tokens_after, items_after=stored.items_after
+    )
 
 
 def _full(

@@ -1,7 +1,8 @@
 """Calling a summarizer: prompt-too-long retries, outside any transaction, sync or async.
 
 The retry policy is written once, as a generator that yields each attempt's request and receives the
-reply (text) or the error; `drive` and `adrive` run it with a sync or an async summarizer. Prompt too
+reply (text) or the error; `drive` runs it with a sync summarizer, `adrive` from an event loop (its
+steps in worker threads, so the loop never waits on the store). Prompt too
 long drops the oldest quarter of the conversation and retries, at most `MAX_RETRIES` times.
 """
 
@@ -14,6 +15,7 @@ from typing import Final, TypeVar
 import msgspec
 
 from planner.summary import Summarizer, SummaryRequest, is_prompt_too_long
+from transcript.store.offloop import off_loop
 
 MAX_RETRIES: Final = 3
 
@@ -74,22 +76,31 @@ def drive(steps: Steps[T], summarizer: Summarizer) -> T:
 
 
 async def adrive(steps: Steps[T], summarizer: Summarizer) -> T:
-    """Run steps with a summarizer that may be async."""
+    """Run steps with a summarizer that may be async, without blocking the event loop: each step
+    (planning, and the commits it makes) runs in a worker thread, one at a time; an async summarizer
+    is awaited on the loop, a synchronous one runs in a worker thread too."""
 
     async def ask(request: SummaryRequest) -> object:
-        answer = summarizer(request)
+        answer = await off_loop(summarizer, request)
         return await answer if inspect.isawaitable(answer) else answer
 
+    done, value = await off_loop(_advance, steps, None)
+    while not done:
+        try:
+            reply = _as_reply(await ask(value))  # type: ignore[arg-type]
+        except Exception as error:
+            reply = error
+        done, value = await off_loop(_advance, steps, reply)
+    return value  # type: ignore[return-value]
+
+
+def _advance(steps: Steps[T], reply: Reply | None) -> tuple[bool, SummaryRequest | T]:
+    """One step: (False, the next request) or (True, the result). A `StopIteration` may not cross
+    into a coroutine, so the generator's end comes back as a value."""
     try:
-        request = next(steps)
-        while True:
-            try:
-                reply = _as_reply(await ask(request))
-            except Exception as error:
-                reply = error
-            request = steps.send(reply)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return False, next(steps) if reply is None else steps.send(reply)
+    except StopIteration as stop:
+        return True, stop.value
 
 
 def _as_reply(answer: object) -> Reply:

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from transcript.model.result import CompactResult as CompactResult
     from transcript.model.state import SessionState as SessionState
     from transcript.model.usage import Calibration as Calibration, Usage as Usage
+    from transcript.session.aio import AsyncTranscript as AsyncTranscript
     from transcript.session.budget import count_tool_tokens as count_tool_tokens
     from transcript.session.facade import Transcript as Transcript
     from transcript.session.importing import ImportReport as ImportReport, SessionReport as SessionReport
@@ -123,6 +124,7 @@ _EXPORTS = {
     "ToolResult": "transcript.model",
     "TranscriptSnapshot": "transcript.model",
     "Transcript": "transcript.session.facade",
+    "AsyncTranscript": "transcript.session.aio",
     "SessionInfo": "transcript.store.port",
     "Store": "transcript.session.store",
     "VerifyReport": "transcript.store.verify",
@@ -130,6 +132,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AsyncTranscript",
     "Calibration",
     "Checkpoint",
     "CompactResult",

@@ -7,7 +7,8 @@ so a turn costs the same at message 10 and at message 10,000. What it writes its
 served-view record, a compaction round's steps — it folds from the data of the write, never by
 reading it back.
 
-Concurrency: use one `Transcript` (and its store) per thread. Several processes may write the same
+Concurrency: a `Transcript` may be used from any thread (its lock orders the calls; a round lets it go
+while the summarizer writes, `mutate.commit` says why that is safe). Several processes may write the same
 file, even the same session: each write names the version it expects, the loser of a race gets
 `ConflictError` with nothing written, and its `Transcript` has already caught up, so the loop can
 decide again and retry.
@@ -16,9 +17,11 @@ decide again and retry.
 from __future__ import annotations
 
 import contextlib
+import functools
+import threading
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 import msgspec
 
@@ -60,6 +63,7 @@ from transcript.session.status import Overview, Status
 from transcript.store.backends import open_backend
 from transcript.store.bodies import counted, prepare
 from transcript.store.location import absent, default_path
+from transcript.store.offloop import off_loop
 from transcript.store.port import EventStore, NewBody, SessionWrite, StoredBody, Written
 from transcript.tokens import CL100K, TokenCounter, get_counter
 
@@ -67,7 +71,7 @@ if TYPE_CHECKING:
     from mutate import RoundInput, RoundOptions, RoundOutcome
     from planner.full import Reinject
     from planner.loop import LoopPolicy
-    from planner.summary import Summarizer
+    from planner.summary import Summarizer, SummaryRequest
     from planner.trigger import BeforeCompact
     from transcript.model.checkpoint import Checkpoint
     from transcript.model.state import SessionState
@@ -108,6 +112,21 @@ def check_settings(**settings: object) -> None:
         raise InvalidArgument(f"a title is a non-blank string of at most 1,000 characters, not {title!r:.80}")
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _locked(method: Callable[Concatenate[Transcript, P], R]) -> Callable[Concatenate[Transcript, P], R]:
+    """Run a method holding the transcript's lock: its fold and its writes, from any thread."""
+
+    @functools.wraps(method)
+    def run(self: Transcript, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return run
+
+
 class Transcript:
     """One session: append messages, read the model view. Open with `Transcript.open` or `Store.session`.
 
@@ -146,6 +165,9 @@ class Transcript:
         self.before_compact = before_compact
         self._counter: TokenCounter | None = None
         self._owns_store = owns_store
+        # One lock for the fold and the writes: a transcript may be used from any thread. A round
+        # lets go of it while its summarizer runs, so the loop can append meanwhile.
+        self._lock = threading.RLock()
         self._seen: Hashable = None
         self._cursor: tuple[tuple[object, ...], int] = ((), 0)
         self._live = LiveSession(session_id, tokenizer)
@@ -236,6 +258,7 @@ class Transcript:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @_locked
     def __len__(self) -> int:
         self._sync()
         return len(self._live.entries)
@@ -256,6 +279,7 @@ class Transcript:
         return self._counter
 
     @property
+    @_locked
     def pending_calls(self) -> tuple[str, ...]:
         """Ids of the tool calls of the last step that have no result yet."""
         self._sync()
@@ -265,6 +289,7 @@ class Transcript:
         """Append one message (a transaction of its own); returns it as stored."""
         return self.append_turn([message])[0]
 
+    @_locked
     def append_turn(self, messages: Sequence[Message], *, usage: Usage | Any = None) -> list[Message]:
         """Append several messages in one transaction: all of them are stored, or none.
 
@@ -311,6 +336,7 @@ class Transcript:
         self._write([*billed, *events], batch)
         return result
 
+    @_locked
     def record_usage(self, usage: Usage | Any, *, served: int | None = None) -> UsageRecorded:
         """Record what the provider billed for a model call, tied to the served view it answers.
 
@@ -357,6 +383,7 @@ class Transcript:
             usage=billed, estimate=live.served_tokens[served], served=served, message_id=reply
         )
 
+    @_locked
     def billing(self) -> Billing:
         """Every model call with recorded usage: the view's estimate against the bill, the fit per
         model, and how well a fit on the first half of the calls predicts the second half."""
@@ -365,6 +392,7 @@ class Transcript:
         self._sync()
         return billing(self._live.usage, self._live.fits)
 
+    @_locked
     def calibration(self) -> Calibration | None:
         """The fit of billed prompts to this session's estimates for its latest model (None before any
         usage is recorded): what `compact(calibrated=True)` applies."""
@@ -390,6 +418,7 @@ class Transcript:
             )
         return existing
 
+    @_locked
     def repair_interrupted(self) -> list[Message]:
         """Answer every call left pending (e.g. by a crash) with a synthetic error result.
 
@@ -403,11 +432,13 @@ class Transcript:
         ]
         return self.append_turn(repairs) if repairs else []
 
+    @_locked
     def messages(self) -> TranscriptSnapshot:
         """Every message of the session with its per-part token counts and flags: the planner's input."""
         self._sync()
         return self._live.snapshot()
 
+    @_locked
     def visible_messages(self, *, record: bool = False) -> View:
         """The exact view to send to the model now (SPEC §5).
 
@@ -439,16 +470,19 @@ class Transcript:
         raise ConflictError(f"session {self.session_id!r} kept changing while its view was being recorded")
 
     @property
+    @_locked
     def stored_tokens(self) -> int:
         """Tokens of every stored message of the session (what no compaction changes)."""
         self._sync()
         return self._live.stored_tokens
 
+    @_locked
     def stored_messages(self) -> list[Message]:
         """The session's full history, every body exactly as stored, in `seq` order."""
         self._sync()
         return [entry.message for entry in self._live.entries]
 
+    @_locked
     def entry(self, message_id: str) -> Entry | None:
         """One message of the session with its counts and flags, as last read (None when absent)."""
         check_type(message_id, str, "message_id")
@@ -456,6 +490,7 @@ class Transcript:
         position = self._live.positions.get(message_id)
         return None if position is None else self._live.entries[position]
 
+    @_locked
     def compact(
         self,
         *,
@@ -496,6 +531,8 @@ class Transcript:
         given = self._round_input(options)
         if isinstance(given, CompactResult):
             return given
+        if options.summarizer is not None:
+            options = options._replace(summarizer=_released(self._lock, options.summarizer))
         return self._absorb(lambda: run_compact(self.events, given, options), options.config)
 
     async def acompact(
@@ -513,20 +550,39 @@ class Transcript:
         summary: str | None = None,
         reason: str | None = None,
     ) -> CompactResult:
-        """`compact` for async loops: the summarizer may be a coroutine function."""
-        from mutate import arun_compact
+        """`compact` for async loops: the summarizer may be a coroutine function. The store is never
+        read or written on the event loop (worker threads do it), so other tasks go on meanwhile; an
+        append they make while the summarizer runs does not throw the round away (`mutate.commit`)."""
 
-        budget = self._view_budget(budget_tokens, window_tokens, overhead_tokens, calibrated)
-        options = self._options(budget, config, manual, force, shadow, summarizer, summary, reason)
-        given = self._round_input(options)
+        def plan() -> tuple[RoundOptions, RoundInput | CompactResult]:
+            import mutate  # noqa: F401  (loaded in the worker: an import on the loop would stall it)
+
+            with self._lock:
+                budget = self._view_budget(budget_tokens, window_tokens, overhead_tokens, calibrated)
+                options = self._options(budget, config, manual, force, shadow, summarizer, summary, reason)
+                return options, self._round_input(options)
+
+        # Nothing of the round touches the store on the event loop: reading, planning, committing and
+        # folding run in worker threads; only an async summarizer is awaited here.
+        options, given = await off_loop(plan)
         if isinstance(given, CompactResult):
             return given
+        from mutate import arun_compact
+
         try:
             outcome = await arun_compact(self.events, given, options)
         except BaseException:
-            self._sync(force=True)
+            await off_loop(self._caught_up)
             raise
-        return self._fold_round(outcome, options.config)
+        return await off_loop(self._folded_round, outcome, options.config)
+
+    def _caught_up(self) -> None:
+        with self._lock:
+            self._sync(force=True)
+
+    def _folded_round(self, outcome: RoundOutcome, config: CompactConfig | None) -> CompactResult:
+        with self._lock:
+            return self._fold_round(outcome, config)
 
     def call_model(
         self,
@@ -557,6 +613,7 @@ class Transcript:
 
         return await acall_model(self, call, budget_tokens=budget_tokens, policy=policy, record=record)
 
+    @_locked
     def apply_micro_plan(self, plan: MicroPlan) -> CompactResult:
         """Apply a micro plan (from `planner.plan_micro` over `messages()`) as one manual round.
 
@@ -576,22 +633,26 @@ class Transcript:
             lambda: micro_compact(self.events, given, plan, deps=deps, config=self.config), None
         )
 
+    @_locked
     def latest_compact_result(self) -> CompactResult | None:
         """The result of the last round that did something (it survives a restart)."""
         self._sync()
         return self._live.results[-1] if self._live.results else None
 
+    @_locked
     def compact_results(self) -> list[CompactResult]:
         """Every recorded round of the session, oldest first (a round's latest record)."""
         self._sync()
         return list(self._live.results)
 
+    @_locked
     def last_auto_compact_result(self) -> CompactResult | None:
         """The result of the last automatic round that did something (not one the user asked for with
         `manual=True`, nor an imported compaction the recorded agent's user triggered)."""
         self._sync()
         return next((r for r in reversed(self._live.results) if not r.manual), None)
 
+    @_locked
     def drain_compact_results(self, *, automatic_only: bool = False) -> list[CompactResult]:
         """The rounds recorded since the last drain (or since this transcript was opened), for a host's
         event stream; `automatic_only` leaves out the rounds the user asked for. Either way they are
@@ -603,12 +664,14 @@ class Transcript:
         self._drained = len(self._live.results)
         return [r for r in fresh if not r.manual] if automatic_only else fresh
 
+    @_locked
     def latest_checkpoint(self) -> Checkpoint | None:
         """The whole checkpoint of the latest full compaction, or None (what the view shows of it may
         be less, to fit the budget: that round's `CompactResult.checkpoint`)."""
         self._sync()
         return _carried_checkpoint(self._live.results)
 
+    @_locked
     def continuation_prompt(self, result: CompactResult | None = None) -> str:
         """The hidden prompt that re-anchors the model after a compaction (default: the latest); it names
         the processes as the host last registered them (`set_processes`), when it did."""
@@ -622,6 +685,7 @@ class Transcript:
         lines = None if registered is None else tuple(process_line(p) for p in registered)
         return continuation_prompt(chosen, processes=lines)
 
+    @_locked
     def set_processes(self, processes: Iterable[ProcessSnapshot | Mapping[str, Any]]) -> None:
         """Register the processes the host keeps running (id, command, state, started, exit code, output
         tail), all of them: recorded as an event when they change. Every later checkpoint carries them
@@ -633,11 +697,13 @@ class Transcript:
             self._write([ProcessesSet(processes=snapshots)])
 
     @property
+    @_locked
     def processes(self) -> tuple[ProcessSnapshot, ...]:
         """The processes as the host last registered them (none registered: empty)."""
         self._sync()
         return self._live.processes or ()
 
+    @_locked
     def set_provider(self, provider: str | ProviderCaps) -> None:
         """Render this session's views for a provider from now on; recorded as an event when it changes,
         so replay renders every point with the capabilities in force then."""
@@ -647,6 +713,7 @@ class Transcript:
         if caps != self._live.caps:
             self._write([CapsSet(caps=caps)])
 
+    @_locked
     def set_title(self, title: str) -> None:
         """Name this session (`transcript sessions` and the `sessions` view show it); recorded as an
         event when it changes. Without one, a session is named by its first user message's opening."""
@@ -660,6 +727,7 @@ class Transcript:
             self._write([TitleSet(title=title)])
 
     @property
+    @_locked
     def title(self) -> str:
         """The session's title: the one it was given, else its first user message's opening."""
         self._sync()
@@ -672,6 +740,7 @@ class Transcript:
         """The provider capabilities the view renders with."""
         return self._live.caps
 
+    @_locked
     def export_state(self) -> SessionState:
         """The session's whole log and bodies as a portable document (`Store.restore` reads it)."""
         from transcript.model.state import ExportedBody, ExportedEvent, SessionState
@@ -691,6 +760,7 @@ class Transcript:
             ),
         )
 
+    @_locked
     def status(self) -> Status:
         """Light status: goal, last compaction, token estimate, breaker, the running processes (SPEC §7)."""
         from planner.intent import clip, task_goal
@@ -892,6 +962,20 @@ def _folding(session_id: str) -> Iterator[None]:
         raise
     except (TranscriptError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         raise StoreCorrupted(f"session {session_id!r}: its stored log cannot be folded ({exc})") from exc
+
+
+def _released(lock: threading.RLock, summarizer: Summarizer) -> Summarizer:
+    """The summarizer, called with the transcript's lock let go: other threads may append while a
+    model writes the summary (the round then commits after their messages: `mutate.commit`)."""
+
+    def call(request: SummaryRequest) -> object:
+        lock.release()
+        try:
+            return summarizer(request)
+        finally:
+            lock.acquire()
+
+    return call  # type: ignore[return-value]
 
 
 def live_session(transcript: Transcript) -> LiveSession:

@@ -24,7 +24,7 @@ from transcript.tokens import CL100K, TokenCounter, get_counter
 
 
 class Store:
-    """An open transcript file. Use `Store.open()`; one `Store` per thread."""
+    """An open transcript file. Use `Store.open()`; any thread may use it."""
 
     def __init__(self, events: EventStore, *, tokenizer: str = CL100K) -> None:
         self.events = events

@@ -70,23 +70,28 @@ def translated(action: str) -> Iterator[None]:
 def connect(
     path: str | Path, *, readonly: bool, timeout: float, synchronous: Synchronous, text_errors: str = ""
 ) -> sqlite3.Connection:
-    """Open the file (creating it with mode 0600 unless read-only) and set the connection's pragmas."""
+    """Open the file (creating it with mode 0600 unless read-only) and set the connection's pragmas.
+
+    The connection may be used from any thread: the event log above it serializes its use.
+    """
     target = str(path)
     with translated(f"opening {target}"):
         if target == MEMORY:
             if readonly:
                 raise StoreUnavailable("an in-memory store cannot be opened read-only")
-            conn = sqlite3.connect(MEMORY, isolation_level=None)
+            conn = sqlite3.connect(MEMORY, isolation_level=None, check_same_thread=False)
         elif readonly:
             if not os.path.exists(target):
                 raise StoreUnavailable(f"opening {target}: no such file (a read-only open never creates one)")
             from urllib.parse import quote
 
             uri = f"file:{quote(os.path.abspath(target))}?mode=ro"
-            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout)
+            conn = sqlite3.connect(
+                uri, uri=True, isolation_level=None, check_same_thread=False, timeout=timeout
+            )
         else:
             _create_private(target)
-            conn = sqlite3.connect(target, isolation_level=None, timeout=timeout)
+            conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=timeout)
         try:
             if readonly and text_errors:
                 conn.text_factory = lambda data: data.decode("utf-8", text_errors)

@@ -13,11 +13,13 @@ tolerantly: a damaged mark is an `UnreadableEvent` the fold can live with, any o
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Final
+from typing import Annotated, Concatenate, Final, ParamSpec, TypeVar
 
 import msgspec
 
@@ -70,16 +72,33 @@ def refuse_unexplained_marks(writes: Sequence[SessionWrite]) -> None:
             )
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _serialized(method: Callable[Concatenate[EventLog, P], R]) -> Callable[Concatenate[EventLog, P], R]:
+    """Run a method holding the log's lock: one connection, used by one thread at a time."""
+
+    @functools.wraps(method)
+    def run(self: EventLog, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return run
+
+
 class EventLog:
     """The event store over one recorder (`open_backend` picks the recorder for a location).
 
     It implements `transcript.store.port.EventStore`; `recorder` is the backend underneath, for tools
-    that read a backend's own storage (a SQLite file's SQL, say). One per thread.
+    that read a backend's own storage (a SQLite file's SQL, say). Any thread may use it: its lock
+    serializes the use of the one connection underneath.
     """
 
     def __init__(self, recorder: Recorder, *, anchor: HeadAnchor | None = None) -> None:
         self.recorder = recorder
         self.anchor = anchor
+        self._lock = threading.RLock()
         # The last head this log saw of each session, so a commit need not read it again: a stale one
         # only costs a conflict, because the recorder moves a head only from the one named.
         self._heads: dict[str, tuple[int, str]] = {}
@@ -99,6 +118,7 @@ class EventLog:
         """What the backend offers beyond the protocol (search, SQL views, guards in the database)."""
         return self.recorder.capabilities
 
+    @_serialized
     def close(self) -> None:
         """Release the backend. Committed work is already durable; nothing else is pending."""
         if self.anchor is not None:
@@ -111,6 +131,7 @@ class EventLog:
 
     # Reads.
 
+    @_serialized
     def sessions(self) -> list[SessionInfo]:
         """Every session in the store, by id, with its message count, version, head and title."""
         listed = []
@@ -136,16 +157,19 @@ class EventLog:
             )
         return listed
 
+    @_serialized
     def head(self, session_id: str) -> tuple[int, str]:
         """The session's latest version and event hash (0 and the genesis hash when empty)."""
         head = self.recorder.head(session_id) or (0, GENESIS)
         self._heads[session_id] = head
         return head
 
+    @_serialized
     def change_token(self) -> Hashable:
         """Changes whenever anything may have been committed to the store since it was last read."""
         return self.recorder.change_token()
 
+    @_serialized
     def load(self, session_id: str) -> LoadedSession:
         """The whole session, read in one consistent snapshot."""
         recorder = self.recorder
@@ -162,6 +186,7 @@ class EventLog:
             others = _decode_events(session_id, recorder.events(session_id, kinds="others"))
         return LoadedSession(version, _history_bodies(session_id, appends, decoded), others)
 
+    @_serialized
     def read_since(
         self, session_id: str, version: int
     ) -> tuple[list[tuple[int, Event | UnreadableEvent]], dict[str, StoredBody]]:
@@ -173,6 +198,7 @@ class EventLog:
             bodies = self._read_bodies(ids)
         return events, bodies
 
+    @_serialized
     def read_log(
         self, session_id: str, until: int | None = None
     ) -> tuple[list[LogRecord], dict[str, StoredBody]]:
@@ -186,14 +212,17 @@ class EventLog:
             bodies = self._read_bodies(ids)
         return records, bodies
 
+    @_serialized
     def tokenizers(self, message_ids: Sequence[str]) -> dict[str, str]:
         """Which tokenizer counted each of these bodies."""
         return {row.message_id: row.tokenizer for row in self.recorder.bodies(message_ids)}
 
+    @_serialized
     def records(self, message_ids: Sequence[str]) -> dict[str, bytes]:
         """The stored record (canonical JSON bytes) of each of these bodies that is stored."""
         return {row.message_id: stored_bytes(row.body) for row in self.recorder.bodies(message_ids)}
 
+    @_serialized
     def search(self, phrase: str, *, session_id: str | None = None, limit: int = 20) -> list[SearchHit]:
         """Messages whose text holds `phrase` (words in this order), best matches first.
 
@@ -208,6 +237,7 @@ class EventLog:
             raise InvalidArgument(f"{self.path}: this backend keeps no full-text index (SQLite stores do)")
         return self.recorder.search(phrase, session_id=session_id, limit=limit)
 
+    @_serialized
     def attest(self) -> dict[str, int]:
         """Chain the record digests of bodies appended before appends carried them: one
         `RecordsAttested` event at the head of each session that has such appends (none twice).
@@ -253,6 +283,7 @@ class EventLog:
 
     # The one write.
 
+    @_serialized
     def commit(self, writes: Sequence[SessionWrite], *, writer: object = None) -> list[Committed]:
         """Append each write's events in one transaction: all of them are stored, or none.
 

@@ -54,7 +54,8 @@ _KINDS: Final = {
 
 
 class SqliteRecorder:
-    """An open store file. Use `SqliteRecorder.open()` (or `open_backend`); one per thread.
+    """An open store file. Use `SqliteRecorder.open()` (or `open_backend`). Its connection may be used
+    from any thread, one at a time (the event log above it takes care of that).
 
     `connection` is the raw `sqlite3` connection, for tools that read the file as SQL (tests, crash
     probes); nothing above the store uses it.
