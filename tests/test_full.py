@@ -213,7 +213,7 @@ def test_an_async_summarizer_in_a_sync_round_falls_back_with_a_clear_reason() ->
     assert result.fallback_used and result.failed
 
 
-def test_a_lost_race_during_summarization_writes_nothing(tmp_path: Path) -> None:
+def test_an_append_during_summarization_does_not_throw_the_summary_away(tmp_path: Path) -> None:
     path = tmp_path / "race.db"
     with Transcript.open(path, session_id="s", tokenizer="chars/4") as t:
         t.append(Message.user(GOAL))
@@ -221,15 +221,34 @@ def test_a_lost_race_during_summarization_writes_nothing(tmp_path: Path) -> None
 
     def racing(request: SummaryRequest) -> str:
         with Transcript.open(path, session_id="s", tokenizer="chars/4") as other:
-            other.append(Message.user("meanwhile, another writer"))
+            other.append(Message.user("meanwhile, another writer", id="meanwhile"))
+        return f'{{"goal": "{GOAL}"}}'
+
+    with Transcript.open(path, session_id="s", tokenizer="chars/4", summarizer=racing) as t:
+        result = t.compact(budget_tokens=_over(t, 2.0))
+        assert result.outcome == "full_applied" and not result.fallback_used
+        stored = [m.id for m in t.stored_messages()]
+        summary = next(m.id for m in t.stored_messages() if m.kind == "summary")
+        assert stored.index("meanwhile") < stored.index(summary)
+        assert result.tokens_after == t.visible_messages().tokens
+
+
+def test_a_lost_race_during_summarization_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "race.db"
+    with Transcript.open(path, session_id="s", tokenizer="chars/4") as t:
+        t.append(Message.user(GOAL))
+        _grow(t, 20)
+
+    def racing(request: SummaryRequest) -> str:  # another writer compacts the same history meanwhile
+        with Transcript.open(path, session_id="s", tokenizer="chars/4") as other:
+            other.compact(budget_tokens=_over(other, 2.0), force=True)
         return f'{{"goal": "{GOAL}"}}'
 
     with Transcript.open(path, session_id="s", tokenizer="chars/4", summarizer=racing) as t:
         budget = _over(t, 2.0)
         with pytest.raises(ConflictError):
             t.compact(budget_tokens=budget)
-        assert not any(e.flags.excluded for e in t.messages().entries)
-        assert not any(m.kind == "summary" for m in t.stored_messages())
+        assert len([m for m in t.stored_messages() if m.kind == "summary"]) == 1  # the other's alone
 
 
 def test_reinjection_only_through_the_host_callback() -> None:
