@@ -367,7 +367,7 @@ def _check_session(
                     if stored is not None and stored[2] and stored[1] != digest:
                         report("body_record", _RECORD_EDITED, message_id=message_id)
                     unrecorded.discard(message_id)
-    _check_marks(session_id, read, summaries, problems)
+    _check_marks(session_id, _since_records(read), summaries, problems)
     return _Seen(
         count, last, frozenset(settled or [GENESIS]) | restored, bool(unrecorded), anchored, tuple(appended)
     )
@@ -376,6 +376,18 @@ def _check_session(
 _RECORD_EDITED: Final = (
     "the stored record (time, metadata, counts or tokenizer) is not the one the chain holds"
 )
+
+
+def _since_records(read: list[tuple[int, str, Event]]) -> list[tuple[int, str, Event]]:
+    """The events from the first commit this release wrote on: the one that attests the older bodies,
+    or whose appends carry their records. A log written before marks had to be explained (a store of
+    an earlier release, its imports' hidden records) is checked from there on, never before."""
+    for index, (_, recorded_at, event) in enumerate(read):
+        if isinstance(event, RecordsAttested) or (isinstance(event, MessageAppended) and event.record):
+            while index and read[index - 1][1] == recorded_at:
+                index -= 1
+            return read[index:]
+    return []
 
 
 def _check_marks(
