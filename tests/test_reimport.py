@@ -74,3 +74,17 @@ def test_the_old_store_holds_the_old_forms(tmp_path: Path) -> None:
     ]
     assert any(c.raw_arguments for m in fresh_messages for c in m.tool_calls)
     assert not any("encrypted_reasoning" in (m.metadata or {}) for m in fresh_messages)
+
+
+def test_a_mark_forged_after_the_migration_is_still_named(tmp_path: Path) -> None:
+    from tests.test_seed_features import _forge
+    from transcript.model.events import MessageMarked
+
+    path = tmp_path / "old.db"
+    shutil.copyfile(STORES / "imports-4ca77bf.db", path)
+    with Store.open(path) as store:  # migrates and attests: from here on every mark needs its record
+        session = store.sessions()[0].session_id
+        victim = store.session(session).stored_messages()[0].id
+        _forge(store, session, MessageMarked(message_id=victim, excluded=True))
+    (problem,) = verify(path).problems
+    assert (problem.code, problem.session_id, problem.message_id) == ("mark_unexplained", session, victim)
