@@ -18,6 +18,7 @@ from transcript.model.events import (
     ForkedFrom,
     MessageAppended,
     MessageMarked,
+    MessagesExcluded,
     RestoredFrom,
     UsageRecorded,
     ViewServed,
@@ -118,6 +119,11 @@ def _check_log(versions: list[int], events: list[Event], bodies: Mapping[str, Ne
             members.add(event.message_id)
         elif isinstance(event, MessageMarked) and event.message_id not in members:
             raise InvalidMessage(f"{where} marks {event.message_id!r}, which the log has not appended")
+        elif isinstance(event, MessagesExcluded) and not event.well_formed(len(appended)):
+            raise InvalidMessage(
+                f"{where} excludes seqs {event.ranges!r:.120}, not ascending disjoint ranges of the "
+                f"{len(appended)} messages the log has appended"
+            )
         elif isinstance(event, ViewServed):
             _check_served(event, len(appended) + 1, where)
             served.add(version)

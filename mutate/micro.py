@@ -45,8 +45,9 @@ def micro_marks(snapshot: TranscriptSnapshot, plan: MicroPlan, count: CountText)
             f"{snapshot.session_id!r} at {snapshot.version}; nothing was written (plan again)"
         )
     marks = []
+    seqs = plan.seqs()
     for message_id, proposed in group_directives(plan.entries).items():
-        entry = _entry(snapshot, message_id, plan.seq_of(message_id))
+        entry = _entry(snapshot, message_id, seqs.get(message_id))
         version = policy_for(entry.message, proposed.entries)
         exact = tuple(_counted(entry, item, count, version) for item in proposed.entries)
         directive = ProjectionDirective(policy_version=version, entries=exact)
@@ -59,8 +60,9 @@ def view_delta(
 ) -> int:
     """How many tokens the view gains (negative: loses) when these marks of `plan` are applied."""
     delta = 0
+    seqs = plan.seqs()
     for mark in marks:
-        before = _entry(snapshot, mark.message_id, plan.seq_of(mark.message_id))
+        before = _entry(snapshot, mark.message_id, seqs.get(mark.message_id))
         if before.flags.excluded:
             continue
         after = msgspec.structs.replace(before, flags=apply_mark(before.flags, mark))
@@ -78,8 +80,9 @@ def marked(
 ) -> TranscriptSnapshot:
     """The snapshot after these marks of `plan` were written as the events up to `version`."""
     entries = list(snapshot.entries)
+    seqs = plan.seqs()
     for mark in marks:
-        entry = _entry(snapshot, mark.message_id, plan.seq_of(mark.message_id))
+        entry = _entry(snapshot, mark.message_id, seqs.get(mark.message_id))
         current = entries[entry.seq]
         entries[entry.seq] = msgspec.structs.replace(current, flags=apply_mark(current.flags, mark))
     return msgspec.structs.replace(snapshot, entries=tuple(entries), version=version)

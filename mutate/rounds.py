@@ -43,7 +43,7 @@ from planner.full import (
 from planner.intent import clip_within
 from planner.micro import MicroPlan, check_plan, plan_emergency, plan_micro, stale_boundary
 from planner.payback import choose_micro, invalidated_tokens, micro_economics
-from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, complete, prompt_text
+from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, complete, prompt_tokens
 from planner.trigger import BeforeCompact, RoundPlan, determine_compact_action
 from transcript.model.checkpoint import Checkpoint, to_markdown
 from transcript.model.events import CompactionRecorded, Event, MessageMarked, ProviderCaps
@@ -176,7 +176,10 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         _base(given.view_tokens, given.view_items, budget_tokens, manual, force), round_id=deps.new_id()
     )
     micro_on = config.micro_compact_enabled
-    plan = plan_micro(snapshot, config, since=given.cursor) if micro_on else _no_plan(snapshot, given.cursor)
+    # A forced round goes straight to full compaction: the history is scanned for micro candidates only
+    # when its emergency path needs them (or a shadow round reports them).
+    scan = micro_on and (shadow or not force)
+    plan = plan_micro(snapshot, config, since=given.cursor) if scan else _no_plan(snapshot, given.cursor)
     defend = force or given.view_tokens >= config.auto_compact_threshold * budget_tokens
     system = given.system_tokens
     hopeless = (
@@ -233,6 +236,8 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
             if kept > budget_tokens:
                 path = "emergency"
                 if micro_on:
+                    if not scan:
+                        plan = plan_micro(snapshot, config, since=given.cursor)
                     extra = plan_emergency(snapshot, config, need=kept - config.target_tokens(budget_tokens))
                     plan = plan.extended(extra)
     reason = options.reason or (action.reason if options.summary is None else "a summary the caller wrote")
@@ -715,9 +720,9 @@ def _cannot_fit(run: _Round, snapshot: TranscriptSnapshot, prepared: PreparedFul
 
 
 def _request_tokens(run: _Round, request: SummaryRequest) -> int:
-    """The input of one summarizer request, as a text model would be sent it."""
-    count = run.deps.counter.count
-    return count(request.system_prompt) + count(prompt_text(request))
+    """The input of one summarizer request, as a text model would be sent it: its framing counted,
+    its history priced from the stored counts (`planner.summary.prompt_tokens`)."""
+    return prompt_tokens(request, run.deps.counter.count)
 
 
 def _prepare(

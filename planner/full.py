@@ -18,7 +18,7 @@ import msgspec
 from planner.config import CompactConfig
 from planner.cut import CutPlan, plan_cut
 from planner.intent import REDIRECT_MARK, clip_within, task_goal
-from planner.summary import SYSTEM_PROMPT, LocalSummarizer, SummaryRequest, clip, complete, serialize
+from planner.summary import SYSTEM_PROMPT, LocalSummarizer, SummaryRequest, clip, complete, serialized
 from transcript.model.checkpoint import (
     Checkpoint,
     CheckpointParseError,
@@ -100,19 +100,24 @@ def prepare_full(
     cut = plan_cut(snapshot, config, keep_recent_tokens=keep, force=force, floor_seq=floor_seq)
     if cut is None:
         return None
-    summarized = [shown(snapshot.entries[seq]) for seq in cut.summarize]
-    messages = tuple(m for m in summarized if m.kind != "summary")
+    entries = [snapshot.entries[seq] for seq in cut.summarize]
+    summarized = [shown(entry) for entry in entries]
+    pairs = [(m, e) for m, e in zip(summarized, entries, strict=True) if m.kind != "summary"]
+    messages = tuple(m for m, _ in pairs)
     goal_hint = _goal_hint(snapshot, messages)
     checkpoint = previous
     if building_on is not None:
         first, checkpoint = building_on
         # The hint was left out when the whole request held the task; what is left of it may not.
         goal_hint = goal_hint or task_goal(messages)
+        pairs = pairs[len(first.request.messages) :]
         messages = messages[len(first.request.messages) :]
     max_tokens = config.summary_tokens(budget_tokens) // (2 if aggressive else 1)
+    items = [serialized(m, shown_tokens(e)) for m, e in pairs]
     request = SummaryRequest(
         system_prompt=SYSTEM_PROMPT,
-        items=tuple(serialize(m) for m in messages),
+        items=tuple(text for text, _ in items),
+        item_tokens=tuple(tokens for _, tokens in items),
         messages=messages,
         previous_checkpoint=checkpoint,
         max_output_tokens=max_tokens,
@@ -124,6 +129,20 @@ def prepare_full(
     return PreparedFull(
         cut=cut, request=request, previous=previous, aggressive=aggressive, read_paths=_read_paths(summarized)
     )
+
+
+def shown_tokens(entry: Entry) -> tuple[int, ...]:
+    """An entry's per-part counts as the view shows it: the stored counts, with what its directive
+    shortens at the counts the directive froze."""
+    directive = entry.flags.projection
+    if directive is None:
+        return entry.tokens
+    counts = list(entry.tokens)
+    for item in directive.entries:
+        index = item.part_index
+        if index is not None and 0 <= index < len(counts):
+            counts[index] = max(0, counts[index] + item.rendered_tokens - item.original_tokens)
+    return tuple(counts)
 
 
 class Reading(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,8 +14,9 @@ constraints, recent key items, tool errors, approval blocks) and is completed li
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, Protocol
 
 import msgspec
@@ -29,7 +30,7 @@ from planner.intent import (
     requests,
     task_goal,
 )
-from transcript.model import Message, TextPart, ToolCall, ToolResult
+from transcript.model import DocumentPart, ImagePart, Message, TextPart, ToolCall, ToolResult, media_tokens
 from transcript.model.checkpoint import LIST_CAP, Checkpoint, merge, to_json
 from transcript.model.errors import PromptTooLong
 
@@ -66,6 +67,16 @@ _APPROVAL: Final = re.compile(
 )
 # The notes the local summarizer writes itself; a later checkpoint replaces them instead of adding more.
 _SPLIT_NOTE: Final = "the current turn continues past this checkpoint; it began: "
+# The headings of the prompt's history sections.
+_CONVERSATION: Final = "Conversation to summarize, oldest first:\n"
+_TURN_PART: Final = (
+    "The current turn began before the cut and continues after it. Summarise its part before the "
+    "cut on its own, as work in progress (in_progress), not as finished work:\n"
+)
+# What an item's label ("[tool Bash] ") and a clipping note add, in tokens: estimates for pricing a
+# request from stored counts (`item_tokens`), never tokenized.
+_LABEL_TOKENS: Final = 4
+_CLIP_NOTE_TOKENS: Final = 8
 _FILES_NOTE: Final = "files touched: "
 
 
@@ -83,7 +94,9 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     shows them once, in their own section, to be summarised on their own as work in progress
     (`conversation` joins the items before them, `turn_part` the turn's). `goal_hint` is the
     task the user gave (their first request and latest redirect, read from the whole session);
-    `list_cap` bounds every list of the checkpoint.
+    `list_cap` bounds every list of the checkpoint. `item_tokens` estimates each item's tokens from
+    the stored counts (`serialized`), so a round prices its request without tokenizing the history
+    again (`prompt_tokens`); a request built by hand may leave it empty.
     """
 
     system_prompt: str
@@ -94,6 +107,7 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     messages: tuple[Message, ...] = ()
     prefix_items: int = 0
     list_cap: int = LIST_CAP
+    item_tokens: tuple[int, ...] = ()
 
     @property
     def task(self) -> str:
@@ -119,6 +133,7 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
         return msgspec.structs.replace(
             self,
             items=items,
+            item_tokens=self.item_tokens[drop:],
             messages=self.messages[drop:],
             prefix_items=min(self.prefix_items, len(items)),
             goal_hint=self.task,  # the task stays the same when the part that held it is dropped
@@ -171,14 +186,27 @@ def prompt_text(request: SummaryRequest) -> str:
     if request.goal_hint.strip():
         sections.append(f"The task the user gave: {clip(request.goal_hint, ITEM_CLIP_CHARS)}")
     if request.conversation:
-        sections.append(f"Conversation to summarize, oldest first:\n{request.conversation}")
+        sections.append(f"{_CONVERSATION}{request.conversation}")
     if request.turn_part:
-        sections.append(
-            "The current turn began before the cut and continues after it. Summarise its part before the "
-            "cut on its own, as work in progress (in_progress), not as finished work:\n"
-            f"{request.turn_part}"
-        )
+        sections.append(f"{_TURN_PART}{request.turn_part}")
     return "\n\n".join(sections)
+
+
+def prompt_tokens(request: SummaryRequest, count: Callable[[str], int]) -> int:
+    """The input tokens of `request` as a text model is sent it — its system prompt and `prompt_text`
+    — with the history priced from `item_tokens` instead of tokenized again: the framing (instructions,
+    previous checkpoint, task, headings) is counted exactly, each item by its estimate, each separator
+    as one token. A request without estimates is counted whole."""
+    items = len(request.items)
+    if len(request.item_tokens) != items:
+        return count(request.system_prompt) + count(prompt_text(request))
+    frame = prompt_text(msgspec.structs.replace(request, items=(), item_tokens=(), prefix_items=0))
+    headings = 0
+    if items > request.prefix_items:
+        headings += count(_CONVERSATION) + 1
+    if request.prefix_items:
+        headings += count(_TURN_PART) + 1
+    return count(request.system_prompt) + count(frame) + headings + sum(request.item_tokens) + items
 
 
 def complete(reply: Checkpoint, request: SummaryRequest) -> Checkpoint:
@@ -223,19 +251,46 @@ def anchored_goal(goal: str, request: SummaryRequest) -> str:
 
 def serialize(message: Message) -> str:
     """One message as summarizer input: role, tool names and arguments kept, long items clipped."""
+    return serialized(message, ())[0]
+
+
+def serialized(message: Message, part_tokens: Sequence[int]) -> tuple[str, int]:
+    """`serialize(message)`, and an estimate of its tokens from the message's per-part counts as shown
+    (`part_tokens`; none: the labels alone): a part's count, its share of it when clipped, plus its
+    label. One pass, no tokenizing: a full round prices its request in proportion to the messages it
+    summarizes, at the cost of serializing them."""
     lines: list[str] = []
+    tokens = 0
     label = message.role if message.kind == "message" else f"{message.role}:{message.kind}"
-    for part in message.parts:
+    for index, part in enumerate(message.parts):
+        counted = part_tokens[index] if index < len(part_tokens) else 0
+        tokens += _LABEL_TOKENS
         if isinstance(part, TextPart):
             lines.append(f"[{label}] {clip(part.text, ITEM_CLIP_CHARS)}")
+            tokens += _share(counted, len(part.text), ITEM_CLIP_CHARS)
         elif isinstance(part, ToolCall):
-            lines.append(f"[{label} → {part.name}] {clip(part.arguments, ARGUMENT_CLIP_CHARS)}")
+            arguments = part.arguments
+            lines.append(f"[{label} → {part.name}] {clip(arguments, ARGUMENT_CLIP_CHARS)}")
+            tokens += _share(counted, len(arguments), ARGUMENT_CLIP_CHARS)
         elif isinstance(part, ToolResult):
             status = " (error)" if part.is_error else ""
-            lines.append(f"[tool {part.name or part.call_id}{status}] {clip(part.text, ITEM_CLIP_CHARS)}")
+            text = part.text
+            lines.append(f"[tool {part.name or part.call_id}{status}] {clip(text, ITEM_CLIP_CHARS)}")
+            if not isinstance(part.content, str):  # media items are not serialized
+                counted -= sum(
+                    media_tokens(i) for i in part.content if isinstance(i, (ImagePart, DocumentPart))
+                )
+            tokens += _share(max(counted, 0), len(text), ITEM_CLIP_CHARS)
         else:
             lines.append(f"[{label}: {part.kind}]")
-    return "\n".join(lines)
+    return "\n".join(lines), tokens
+
+
+def _share(tokens: int, chars: int, limit: int) -> int:
+    """The tokens of a text of `chars` characters counted `tokens` once it is clipped to `limit`."""
+    if chars <= limit:
+        return tokens
+    return math.ceil(tokens * limit / chars) + _CLIP_NOTE_TOKENS
 
 
 class LocalSummarizer:

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from transcript import Message, Store, Transcript
-from transcript.model import CompactionRecorded, CompactResult, Event, MessageFlags, MessageMarked, apply_mark
+from transcript.model import (
+    CompactionRecorded,
+    CompactResult,
+    Event,
+    MessageFlags,
+    MessageMarked,
+    MessagesExcluded,
+    apply_mark,
+)
 from transcript.store.log import EventLog
 from transcript.store.port import EventStore, NewBody
 from transcript.store.sqlite import SqliteRecorder
@@ -38,6 +46,17 @@ def fold_marks(marks: Iterable[MessageMarked]) -> dict[str, MessageFlags]:
     for mark in marks:
         flags[mark.message_id] = apply_mark(flags.get(mark.message_id, MessageFlags()), mark)
     return flags
+
+
+def as_marks(events: Iterable[object], history: Sequence[str]) -> Iterator[MessageMarked]:
+    """The mark events among `events`, a range exclusion as the one exclusion mark per message it
+    stands for (`history`: the session's message ids in seq order)."""
+    for event in events:
+        if isinstance(event, MessageMarked):
+            yield event
+        elif isinstance(event, MessagesExcluded):
+            for seq in event.seqs():
+                yield MessageMarked(message_id=history[seq], excluded=True)
 
 
 def mutator_write(

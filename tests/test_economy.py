@@ -15,7 +15,7 @@ from planner import CachePricing, CompactConfig, InvalidConfig
 from planner.cut import irreducible_tokens
 from planner.economics import payback_calls, round_economics
 from planner.intent import requests
-from planner.summary import LocalSummarizer, SummaryRequest, prompt_text
+from planner.summary import LocalSummarizer, SummaryRequest, prompt_text, prompt_tokens
 from projection import plan_from_persisted_directives, render_llm_view
 from projection.caps import NEUTRAL
 from projection.render import (
@@ -454,7 +454,7 @@ def test_a_full_round_records_its_summarizer_request_and_answer() -> None:
     result = t.compact(budget_tokens=_budget(t, 1.0), summarizer=model)
     count = t.counter.count
     assert result.checkpoint is not None and asked
-    assert result.summary_input_tokens == sum(count(r.system_prompt) + count(prompt_text(r)) for r in asked)
+    assert result.summary_input_tokens == sum(prompt_tokens(r, count) for r in asked)
     # The output is what the model sent, not the checkpoint completed from it.
     assert result.summary_output_tokens == len(asked) * count(REPLY) < count(to_json(result.checkpoint))
 
@@ -472,7 +472,7 @@ def test_every_request_sent_is_paid_for_prompt_too_long_retries_too() -> None:
     result = t.compact(budget_tokens=_budget(t, 1.0), summarizer=model)
     count = t.counter.count
     assert len(asked) == 3 and len(asked[2].items) < len(asked[1].items) < len(asked[0].items)
-    assert result.summary_input_tokens == sum(count(r.system_prompt) + count(prompt_text(r)) for r in asked)
+    assert result.summary_input_tokens == sum(prompt_tokens(r, count) for r in asked)
     assert result.summary_output_tokens == count(REPLY)
 
 

@@ -78,7 +78,8 @@ def test_text_that_is_not_utf8_in_a_mark_leaves_the_session_open(path: Path) -> 
     _edit(
         path,
         "UPDATE events SET payload = CAST(X'7b226b696e64223a22ff' AS TEXT) WHERE session_id = 's' "
-        "AND version = (SELECT min(version) FROM events WHERE kind = 'message_marked')",
+        "AND version = (SELECT min(version) FROM events "
+        "WHERE kind IN ('message_marked', 'messages_excluded'))",
     )
     with _open(path) as t:
         assert "MARK_UNREADABLE" in {d.code for d in t.visible_messages().diagnostics}

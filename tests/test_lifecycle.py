@@ -37,9 +37,9 @@ from planner.cut import irreducible_tokens
 from planner.summary import SummaryRequest
 from projection import check_view_order, plan_from_persisted_directives, render_llm_view
 from tests.conftest import PROJECT_ROOT, PYTHON, SUBPROCESS_REOPENS
-from tests.helpers import fold_marks, sql
+from tests.helpers import as_marks, fold_marks, sql
 from transcript import Message, ToolCall, Transcript
-from transcript.model import EVENT_DECODER, MessageMarked
+from transcript.model import EVENT_DECODER, MessageMarked, MessagesExcluded
 from transcript.model.errors import PromptTooLong
 
 SESSION = "life"
@@ -280,12 +280,14 @@ class Lifecycle(RuleBasedStateMachine):
     def fold_of_the_log_equals_the_flags(self) -> None:
         rows = sql(
             self.t,
-            "SELECT payload FROM events WHERE session_id = ? AND kind = 'message_marked' ORDER BY version",
+            "SELECT payload FROM events WHERE session_id = ? "
+            "AND kind IN ('message_marked', 'messages_excluded') ORDER BY version",
             (SESSION,),
         )
         marks = [EVENT_DECODER.decode(payload) for (payload,) in rows]
-        assert all(isinstance(m, MessageMarked) for m in marks)
-        folded = fold_marks(m for m in marks if isinstance(m, MessageMarked))
+        assert all(isinstance(m, (MessageMarked, MessagesExcluded)) for m in marks)
+        history = [e.message.id for e in self.t.messages().entries]
+        folded = fold_marks(as_marks(marks, history))
         for entry in self.t.messages().entries:
             expected = folded.get(entry.message.id)
             if expected is None:

@@ -119,8 +119,9 @@ def test_a_file_never_attested_verifies_read_only_and_says_so(
 ) -> None:
     # Migrated by the release before this one (every migration but the attestation), then left.
     with monkeypatch.context() as before:
-        before.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:-1])
-        before.setattr(schema, "KNOWN", schema.KNOWN[:-1])
+        upto = schema.KNOWN.index(schema.ATTESTATION)
+        before.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:upto])
+        before.setattr(schema, "KNOWN", schema.KNOWN[:upto])
         Store.open(old_copy).close()
     report = verify(old_copy)
     assert report.ok and sorted(report.unattested) == sorted(RENDERED)

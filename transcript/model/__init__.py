@@ -15,6 +15,7 @@ from transcript.model.events import (
     ImportRecorded,
     MessageAppended,
     MessageMarked,
+    MessagesExcluded,
     ProcessesSet,
     ProviderCaps,
     RecordsAttested,
@@ -24,6 +25,7 @@ from transcript.model.events import (
     UsageRecorded,
     ViewServed,
     apply_mark,
+    ranges_of,
 )
 from transcript.model.ids import new_message_id, utc_now
 from transcript.model.marks import (
@@ -87,6 +89,7 @@ __all__ = [
     "MessageFlags",
     "MessageKind",
     "MessageMarked",
+    "MessagesExcluded",
     "Part",
     "ProcessSnapshot",
     "ProcessesSet",
@@ -112,5 +115,6 @@ __all__ = [
     "media_tokens",
     "new_message_id",
     "process_line",
+    "ranges_of",
     "utc_now",
 ]

@@ -7,6 +7,7 @@ call's billed usage. Flags are the fold of mark events (`apply_mark`): marks onl
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any, Final, TypeAlias
 
 import msgspec
@@ -53,6 +54,48 @@ class MessageMarked(_Event, tag="message_marked", frozen=True):
     excluded: bool = False
     projection: ProjectionDirective | None = None
     supersedes: bool = False
+
+
+class MessagesExcluded(_Event, tag="messages_excluded", frozen=True):
+    """A full step's exclusions, in one event: every message of the history whose `seq` lies in one of
+    `ranges` (`(start, stop)`, `stop` not included; ascending and disjoint) is excluded from the view.
+
+    It means what one `MessageMarked(excluded=True)` per message means, which logs written before it
+    hold instead; both fold alike. Only `mutate` writes it, right before the summary it makes room for.
+    """
+
+    ranges: tuple[tuple[int, int], ...]
+
+    def seqs(self) -> Iterator[int]:
+        """Every `seq` the event excludes, in order."""
+        for start, stop in self.ranges:
+            yield from range(start, stop)
+
+    @property
+    def count(self) -> int:
+        """How many messages the event excludes."""
+        return sum(max(0, stop - start) for start, stop in self.ranges)
+
+    def well_formed(self, history: int) -> bool:
+        """Whether the ranges are ascending, disjoint, non-empty and inside a history of `history`
+        messages."""
+        last = 0
+        for start, stop in self.ranges:
+            if not last <= start < stop <= history:
+                return False
+            last = stop
+        return True
+
+
+def ranges_of(seqs: Iterable[int]) -> tuple[tuple[int, int], ...]:
+    """The fewest ascending `(start, stop)` ranges that hold exactly these seqs."""
+    ranges: list[list[int]] = []
+    for seq in sorted(set(seqs)):
+        if ranges and ranges[-1][1] == seq:
+            ranges[-1][1] = seq + 1
+        else:
+            ranges.append([seq, seq + 1])
+    return tuple((start, stop) for start, stop in ranges)
 
 
 class ProviderCaps(Value, frozen=True):
@@ -173,6 +216,7 @@ Event: TypeAlias = (
     | RecordsAttested
     | RestoredFrom
     | MessageMarked
+    | MessagesExcluded
     | SessionStarted
     | CompactionRecorded
     | CapsSet

@@ -26,6 +26,7 @@ from transcript.model import (
     Message,
     MessageAppended,
     MessageMarked,
+    MessagesExcluded,
     ProcessesSet,
     ProcessSnapshot,
     SessionStarted,
@@ -110,8 +111,17 @@ class LiveSession:
     def mark(self, mark: MessageMarked) -> None:
         """Apply one mark event to the flags of its message."""
         position = self.positions.get(mark.message_id)
-        if position is None:
-            return
+        if position is not None:
+            self._mark_at(position, mark)
+
+    def exclude(self, event: MessagesExcluded) -> None:
+        """Apply a full step's exclusions: each seq it names, as one exclusion mark would."""
+        size = len(self.entries)
+        for seq in event.seqs():
+            if seq < size:
+                self._mark_at(seq, MessageMarked(message_id=self.entries[seq].message.id, excluded=True))
+
+    def _mark_at(self, position: int, mark: MessageMarked) -> None:
         before = self.entries[position]
         flags = apply_mark(before.flags, mark)
         if flags != before.flags:
@@ -148,6 +158,8 @@ class LiveSession:
             self.add(message, tokens)
         elif isinstance(event, MessageMarked):
             self.mark(event)
+        elif isinstance(event, MessagesExcluded):
+            self.exclude(event)
         elif isinstance(event, CompactionRecorded):
             self.record(version, event.result)
         elif isinstance(event, (SessionStarted, TitleSet)):

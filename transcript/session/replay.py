@@ -17,7 +17,13 @@ from planner.config import CompactConfig
 from projection.digest import digest_view
 from projection.view import View
 from transcript.model.errors import SessionNotFound, TranscriptError
-from transcript.model.events import CompactionRecorded, MessageAppended, MessageMarked, ViewServed
+from transcript.model.events import (
+    CompactionRecorded,
+    MessageAppended,
+    MessageMarked,
+    MessagesExcluded,
+    ViewServed,
+)
 from transcript.model.result import CompactResult
 from transcript.session.fold import LiveSession, apply_served
 from transcript.store.port import EventStore, LogRecord, StoredBody
@@ -110,6 +116,8 @@ class Replayer:
                 seq = self._seq_of(event.message_id)
                 if seq is not None:
                     self._excluded.append(int(seq))
+            elif isinstance(event, MessagesExcluded):
+                self._excluded.extend(s for s in event.seqs() if s < len(self.live.entries))
             self.live.apply(record.version, event, {})
 
     def _seq_of(self, message_id: str) -> str | None:

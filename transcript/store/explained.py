@@ -5,7 +5,9 @@ The single mutator writes marks only together with what explains them: a micro s
 a full step's exclusions right before the summary it appends (the round's product, which only the
 mutator may append; its record follows); an imported compaction's likewise; the records an import
 keeps out of the view and the synthetic results it supersedes before the import's record
-(`ImportRecorded`, which names them, later in the same commit). Between a mark and its round's record
+(`ImportRecorded`, which names them, later in the same commit). A full step's exclusions may be one
+`MessagesExcluded` event: it is explained as its exclusion marks are, by the summary right after it
+(an import never writes one). Between a mark and its round's record
 only marks, appends and usage records may come. The previous release committed a step's marks and its
 record one after the other, and a fork of it may have copied a step without its record: such logs pass
 unchanged. The log refuses a write holding a mark nothing explains; `verify` names one (a mark written
@@ -22,10 +24,11 @@ from transcript.model.events import (
     ImportRecorded,
     MessageAppended,
     MessageMarked,
+    MessagesExcluded,
     UsageRecorded,
 )
 
-Marked = tuple[int, MessageMarked]
+Marked = tuple[int, MessageMarked | MessagesExcluded]
 
 
 def unexplained_marks(
@@ -41,7 +44,7 @@ def unexplained_marks(
         if unit != commit:  # marks may wait for their record across commits; a summary's, not
             yield from for_import
             for_import, run, commit = [], [], unit
-        if isinstance(event, MessageMarked):
+        if isinstance(event, (MessageMarked, MessagesExcluded)):
             pending.append((version, event))
             run.append((version, event))
             continue
@@ -54,9 +57,9 @@ def unexplained_marks(
             run = []
             continue
         if isinstance(event, CompactionRecorded):
-            named = event.result.compacted_ids
+            named = set(event.result.compacted_ids)
             for item in pending:
-                if item[1].message_id in named:
+                if isinstance(item[1], MessageMarked) and item[1].message_id in named:
                     continue
                 if _excludes_only(item[1]):
                     for_import.append(item)
@@ -65,7 +68,10 @@ def unexplained_marks(
         elif isinstance(event, ImportRecorded):
             named_ids = {*event.hidden, *event.superseded}
             for item in [*for_import, *pending]:
-                if not (_excludes_only(item[1]) and item[1].message_id in named_ids):
+                mark = item[1]
+                if not (
+                    isinstance(mark, MessageMarked) and _excludes_only(mark) and mark.message_id in named_ids
+                ):
                     yield item
             for_import = []
         else:
@@ -75,5 +81,7 @@ def unexplained_marks(
     yield from for_import
 
 
-def _excludes_only(mark: MessageMarked) -> bool:
+def _excludes_only(mark: MessageMarked | MessagesExcluded) -> bool:
+    if isinstance(mark, MessagesExcluded):
+        return True
     return mark.excluded and not mark.truncated and mark.projection is None

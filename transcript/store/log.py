@@ -34,7 +34,15 @@ from transcript.model.errors import (
     TranscriptError,
     WriteRefused,
 )
-from transcript.model.events import EVENT_DECODER, EVENT_ENCODER, Event, MessageAppended, RecordsAttested
+from transcript.model.events import (
+    EVENT_DECODER,
+    EVENT_ENCODER,
+    Event,
+    MessageAppended,
+    MessageMarked,
+    MessagesExcluded,
+    RecordsAttested,
+)
 from transcript.model.hashing import GENESIS, event_hash, record_digest
 from transcript.store.explained import unexplained_marks
 from transcript.store.port import (
@@ -55,6 +63,8 @@ from transcript.store.writer import is_writer
 _TOKENS_ENCODER: Final = msgspec.json.Encoder()
 _TOKENS_DECODER: Final = msgspec.json.Decoder(tuple[Annotated[int, msgspec.Meta(ge=0)], ...])
 _MARK: Final = "message_marked"
+# The kinds of mark events: damaged, each is a diagnostic the fold lives with, never a bricked session.
+_MARKS: Final = frozenset((_MARK, "messages_excluded"))
 # How often a commit re-checks its bodies when another writer stored one of them meanwhile.
 _BODY_ATTEMPTS: Final = 3
 
@@ -66,9 +76,26 @@ def refuse_unexplained_marks(writes: Sequence[SessionWrite]) -> None:
         summaries = {key for key, body in write.bodies.items() if body.message.kind == "summary"}
         events = ((position, 0, event) for position, event in enumerate(write.events, start=1))
         for position, mark in unexplained_marks(events, summaries):
+            target = repr(mark.message_id) if isinstance(mark, MessageMarked) else f"seqs {mark.ranges!r:.80}"
             raise WriteRefused(
-                f"session {write.session_id!r}: event {position} of the write marks {mark.message_id!r}, "
+                f"session {write.session_id!r}: event {position} of the write marks {target}, "
                 "and no compaction or import record of the same write explains it; nothing was written"
+            )
+        _check_exclusions(write)
+
+
+def _check_exclusions(write: SessionWrite) -> None:
+    """`InvalidArgument` when a range exclusion is not ascending disjoint ranges of the history before the
+    summary that follows it (whose seq is the history's length then)."""
+    for position, event in enumerate(write.events):
+        if not isinstance(event, MessagesExcluded):
+            continue
+        after = next((e for e in write.events[position + 1 :] if isinstance(e, MessageAppended)), None)
+        if after is None or not event.well_formed(after.seq):
+            raise InvalidArgument(
+                f"session {write.session_id!r}: event {position + 1} of the write excludes seqs "
+                f"{event.ranges!r:.80}, not ascending disjoint ranges of the history before its summary; "
+                "nothing was written"
             )
 
 
@@ -523,7 +550,7 @@ def _decode_events(session_id: str, rows: Iterable[EventRow]) -> list[tuple[int,
     decoded: list[tuple[int, Event | UnreadableEvent]] = []
     for row in rows:
         event = _decode_event(row.kind, row.payload)
-        if isinstance(event, UnreadableEvent) and event.kind != _MARK:
+        if isinstance(event, UnreadableEvent) and event.kind not in _MARKS:
             raise StoreCorrupted(
                 f"events row (session {session_id!r}, version {row.version}): {event.reason}"
             )
@@ -539,7 +566,7 @@ def _decode_event(kind: object, payload: object) -> Event | UnreadableEvent:
         return UnreadableEvent(str(kind), f"its payload cannot be read ({exc})")
     if event.kind != kind:
         unreadable = UnreadableEvent(str(kind), f"its kind column says {kind!r}, its payload {event.kind!r}")
-        return unreadable._replace(kind=_MARK) if event.kind == _MARK else unreadable
+        return unreadable._replace(kind=event.kind) if event.kind in _MARKS else unreadable
     return event
 
 

@@ -16,7 +16,14 @@ from typing import NamedTuple, Protocol
 import msgspec
 
 from transcript.model.errors import WriteRefused
-from transcript.model.events import CompactionRecorded, Event, ImportRecorded, MessageAppended, MessageMarked
+from transcript.model.events import (
+    CompactionRecorded,
+    Event,
+    ImportRecorded,
+    MessageAppended,
+    MessageMarked,
+    MessagesExcluded,
+)
 from transcript.model.message import Message
 
 
@@ -229,7 +236,7 @@ def is_mutator_event(event: Event, bodies: Mapping[str, NewBody]) -> bool:
     An append whose body is not given counts as one too: without the body nobody can tell it is not a
     summary (only the mutator's copies of a log append bodies the store already holds).
     """
-    if isinstance(event, (MessageMarked, CompactionRecorded, ImportRecorded)):
+    if isinstance(event, (MessageMarked, MessagesExcluded, CompactionRecorded, ImportRecorded)):
         return True
     if isinstance(event, MessageAppended):
         body = bodies.get(event.message_id)

@@ -277,6 +277,55 @@ VIEWS: Final = (
 )
 
 
+# 0006: a full step's exclusions may be one `messages_excluded` event naming seq ranges; the marks
+# of a message are found through an index on the id they name, not by reading every mark.
+# (A payload damaged since it was stored is no JSON: the index and the views pass over it, never fail.
+# The views compare it with `+message_id`: a value without the column's affinity, so the index is used.)
+_MARKED_ID: Final = "CASE WHEN json_valid({p}) THEN json_extract({p}, '$.message_id') END"
+EXCLUSION_RANGES: Final = (
+    f"CREATE INDEX events_marks ON events (session_id, {_MARKED_ID.format(p='payload')}) "
+    "WHERE kind = 'message_marked'",
+    "CREATE INDEX events_exclusions ON events (session_id, version) WHERE kind = 'messages_excluded'",
+    "DROP VIEW messages",
+    f"""
+    CREATE VIEW messages AS
+    SELECT
+        e.session_id AS session_id,
+        e.seq AS seq,
+        e.message_id AS message_id,
+        json_extract(b.body, '$.role') AS role,
+        coalesce(json_extract(b.body, '$.kind'), 'message') AS kind,
+        json_extract(b.body, '$.created_at') AS created_at,
+        substr(coalesce(
+            json_extract(b.body, '$.parts[0].text'),
+            json_extract(b.body, '$.parts[0].content'),
+            json_extract(b.body, '$.parts[0].name'),
+            ''
+        ), 1, 120) AS preview,
+        (SELECT coalesce(sum(value), 0) FROM json_each(b.tokens)) AS tokens,
+        EXISTS (
+            SELECT 1 FROM events AS m INDEXED BY events_marks
+            WHERE m.session_id = e.session_id AND m.kind = 'message_marked'
+              AND {_MARKED_ID.format(p="m.payload")} = +e.message_id
+              AND json_extract(m.payload, '$.truncated')
+        ) AS truncated,
+        EXISTS (
+            SELECT 1 FROM events AS m INDEXED BY events_marks
+            WHERE m.session_id = e.session_id AND m.kind = 'message_marked'
+              AND {_MARKED_ID.format(p="m.payload")} = +e.message_id
+              AND json_extract(m.payload, '$.excluded')
+        ) OR EXISTS (
+            SELECT 1 FROM events AS x INDEXED BY events_exclusions,
+                json_each(CASE WHEN json_valid(x.payload) THEN x.payload ELSE '{{}}' END, '$.ranges') AS r
+            WHERE x.session_id = e.session_id AND x.kind = 'messages_excluded'
+              AND e.seq >= json_extract(r.value, '$[0]') AND e.seq < json_extract(r.value, '$[1]')
+        ) AS excluded
+    FROM events AS e JOIN bodies AS b ON b.message_id = e.message_id
+    WHERE e.kind = 'message_appended'
+    """,
+)
+
+
 # Full-text search, opt-in: built by the first search, then kept current as bodies are written. The
 # text of a body is its parts' text: text and reasoning, tool results, and tool calls (name, input).
 _BODY_TEXT: Final = """(
@@ -342,6 +391,10 @@ def _digest_of_row(body: object, tokens: object, tokenizer: object) -> str:
 
 
 ATTESTATION: Final = "0005_record_digests_in_the_chain"
+EXCLUSION_RANGES_MIGRATION: Final = "0006_exclusion_ranges"
+# Migrations that change no table: a reader (a read-only open, `verify`) reads a file that awaits
+# them as it is, and compares its schema with the one the migrations it records create.
+READ_AS_IS: Final = frozenset((ATTESTATION, EXCLUSION_RANGES_MIGRATION))
 
 
 def _build_migrations() -> list[tuple[str, Migration]]:
@@ -356,6 +409,7 @@ def _build_migrations() -> list[tuple[str, Migration]]:
         # Appends carry their body's record digest from here on; the event log attests the bodies
         # appended before (`EventLog.attest`) right after this migration: no table changes.
         (ATTESTATION, _statements([])),
+        (EXCLUSION_RANGES_MIGRATION, _statements(list(EXCLUSION_RANGES))),
     ]
 
 
@@ -402,8 +456,8 @@ def check(conn: sqlite3.Connection, *, can_migrate: bool) -> list[str]:
                 f"this database is not a transcript store (it has table {foreign[0]!r} and no "
                 "transcript-store migrations)"
             )
-    if pending and not can_migrate and pending != [ATTESTATION]:
-        # (The attestation changes no table: a reader of a file that awaits it reads it as it is.)
+    if pending and not can_migrate and not set(pending) <= READ_AS_IS:
+        # (Those change no table: a reader of a file that awaits them reads it as it is.)
         raise SchemaError(
             f"this file needs migration {pending[0]!r}; open it once read-write to migrate it "
             "(a read-only open never migrates)"
@@ -411,14 +465,23 @@ def check(conn: sqlite3.Connection, *, can_migrate: bool) -> list[str]:
     return pending
 
 
-def migrate(conn: sqlite3.Connection) -> None:
-    """Apply pending migrations under the write lock (several processes may open a new file at once)."""
+def readable_as_is(applied: tuple[str, ...]) -> bool:
+    """Whether a file recording these migrations is one this release reads: all of them, or all but
+    some that change no table (`READ_AS_IS`), in their order."""
+    missing = {name for name in KNOWN if name not in applied}
+    return missing <= READ_AS_IS and applied == tuple(name for name in KNOWN if name not in missing)
+
+
+def migrate(conn: sqlite3.Connection, *, only: tuple[str, ...] | None = None) -> None:
+    """Apply pending migrations under the write lock (several processes may open a new file at once);
+    `only`: just these (what a file that records them holds, for comparing schemas)."""
     from sqlite_utils import Database
     from sqlite_utils.migrations import Migrations
 
     migrations = Migrations(MIGRATION_SET)
     for name, migration in MIGRATIONS:
-        migrations(name=name)(_Runner(migration))
+        if only is None or name in only:
+            migrations(name=name)(_Runner(migration))
     conn.execute("BEGIN IMMEDIATE")
     try:
         if check(conn, can_migrate=True):
@@ -445,23 +508,25 @@ class _Runner:
 # differ between sqlite-utils releases): present or not, never compared.
 _UNCOMPARED: Final = ("sqlite_", MIGRATIONS_TABLE, f"idx_{MIGRATIONS_TABLE}")
 LOG_TABLES: Final = ("bodies", "events", "heads")
-_RELEASE: dict[bool, dict[tuple[str, str], str]] = {}
+_RELEASE: dict[tuple[bool, tuple[str, ...] | None], dict[tuple[str, str], str]] = {}
 
 
-def release_objects(*, search: bool) -> dict[tuple[str, str], str]:
+def release_objects(*, search: bool, applied: tuple[str, ...] | None = None) -> dict[tuple[str, str], str]:
     """Every table, index, trigger and view this release's migrations create (and search, when it
-    is on), by (type, name), with its SQL as SQLite keeps it: built once, in memory, by running them."""
-    if search not in _RELEASE:
+    is on), by (type, name), with its SQL as SQLite keeps it: built once, in memory, by running them
+    (with `applied`, only those a file records: one that awaits a migration changing no table)."""
+    key = (search, applied)
+    if key not in _RELEASE:
         conn = sqlite3.connect(":memory:", isolation_level=None)
         try:
-            migrate(conn)
+            migrate(conn, only=applied)
             if search:
                 for statement in SEARCH:
                     conn.execute(statement)
-            _RELEASE[search] = objects(conn)
+            _RELEASE[key] = objects(conn)
         finally:
             conn.close()
-    return _RELEASE[search]
+    return _RELEASE[key]
 
 
 def objects(conn: sqlite3.Connection) -> dict[tuple[str, str], str]:

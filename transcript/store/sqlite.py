@@ -413,11 +413,11 @@ class SqliteRecorder:
         """The migrations recorded, SQLite's page check, and the guard triggers and views by their SQL."""
         with connection.translated(f"verifying {self.location}"):
             applied = tuple(schema.applied(self.connection))
-            if applied not in (schema.KNOWN, tuple(k for k in schema.KNOWN if k != schema.ATTESTATION)):
+            if not schema.readable_as_is(applied):
                 detail = f"migrations {list(applied)} recorded, this release expects {list(schema.KNOWN)}"
                 return StorageCheck(applied, [Problem(code="schema", detail=detail)], [], [])
             return StorageCheck(
-                applied, [], list(_page_problems(self.connection)), _schema_problems(self.connection)
+                applied, [], list(_page_problems(self.connection)), _schema_problems(self.connection, applied)
             )
 
 
@@ -428,13 +428,13 @@ def _page_problems(conn: sqlite3.Connection) -> Iterable[Problem]:
         yield from (Problem(code="file_damaged", detail=str(detail)) for detail in found)
 
 
-def _schema_problems(conn: sqlite3.Connection) -> list[Problem]:
+def _schema_problems(conn: sqlite3.Connection, applied: tuple[str, ...]) -> list[Problem]:
     """Every table, index, trigger and view against the release's (their SQL as SQLite keeps it):
     what is missing, what was changed, and what this release did not create; and the search index
     against the bodies, when search is on."""
     present = schema.objects(conn)
     search = ("table", schema.SEARCH_TABLE) in present
-    release = schema.release_objects(search=search)
+    release = schema.release_objects(search=search, applied=None if applied == schema.KNOWN else applied)
     problems = []
     for (kind, name), sql in release.items():
         found = present.get((kind, name))

@@ -29,6 +29,7 @@ from transcript.model.events import (
     Event,
     MessageAppended,
     MessageMarked,
+    MessagesExcluded,
     RecordsAttested,
     RestoredFrom,
 )
@@ -359,6 +360,8 @@ def _check_session(
                 )
             if isinstance(event, MessageMarked) and event.message_id not in members:
                 report("mark_unknown", "marks a message not in the session", message_id=event.message_id)
+            if isinstance(event, MessagesExcluded) and not event.well_formed(len(appended)):
+                report("mark_unknown", "excludes seqs that are not ascending disjoint ranges of the history")
             if isinstance(event, RestoredFrom):
                 restored.add(event.head)
             if isinstance(event, RecordsAttested):
@@ -402,7 +405,7 @@ def _check_marks(
             version,
             "mark_unexplained",
             "a mark no compaction round or import recorded with it explains (written past the mutator)",
-            message_id=mark.message_id,
+            message_id=mark.message_id if isinstance(mark, MessageMarked) else None,
         )
 
 
