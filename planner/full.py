@@ -113,7 +113,7 @@ def prepare_full(
         pairs = pairs[len(first.request.messages) :]
         messages = messages[len(first.request.messages) :]
     max_tokens = config.summary_tokens(budget_tokens) // (2 if aggressive else 1)
-    items = [serialized(m, shown_tokens(e)) for m, e in pairs]
+    items = [serialized(m, shown_part_tokens(e)) for m, e in pairs]
     request = SummaryRequest(
         system_prompt=SYSTEM_PROMPT,
         items=tuple(text for text, _ in items),
@@ -131,7 +131,7 @@ def prepare_full(
     )
 
 
-def shown_tokens(entry: Entry) -> tuple[int, ...]:
+def shown_part_tokens(entry: Entry) -> tuple[int, ...]:
     """An entry's per-part counts as the view shows it: the stored counts, with what its directive
     shortens at the counts the directive froze."""
     directive = entry.flags.projection

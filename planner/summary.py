@@ -343,13 +343,16 @@ class LocalSummarizer:
         return f"{_SPLIT_NOTE}{clip(first, self.item_chars)}"
 
     def _errors(self, messages: Sequence[Message]) -> tuple[list[str], list[str]]:
+        """Failed results, and refused approvals among them, read from what a request shows of each
+        (its first `ITEM_CLIP_CHARS`): a long error output costs no more than a short one."""
         errors: list[str] = []
         approvals: list[str] = []
         for message in messages:
             for result in message.tool_results:
                 if not result.is_error:
                     continue
-                line = clip((result.text.strip().splitlines() or [""])[0], self.item_chars)
+                shown = result.text[:ITEM_CLIP_CHARS]
+                line = clip((shown.strip().splitlines() or [""])[0], self.item_chars)
                 item = f"{result.name or 'tool'} failed: {line}"
-                (approvals if _APPROVAL.search(result.text) else errors).append(item)
+                (approvals if _APPROVAL.search(shown) else errors).append(item)
         return errors, approvals

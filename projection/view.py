@@ -42,7 +42,7 @@ class Messages(Sequence[Message]):
 
     def __init__(self, chunks: tuple[tuple[Message, ...], ...]) -> None:
         self._chunks = chunks
-        self._length = sum(len(chunk) for chunk in chunks)
+        self._length = (len(chunks) - 1) * CHUNK + len(chunks[-1]) if chunks else 0
 
     def __len__(self) -> int:
         return self._length
@@ -97,7 +97,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     cache: CacheHint | None = None
 
     def __post_init__(self) -> None:
-        if any(len(chunk) != CHUNK for chunk in self.chunks[:-1]):
+        # (`min`/`max` over the lengths run in C: a view of 100k messages checks 400 chunks in µs.)
+        full = self.chunks[:-1]
+        if full and (min(map(len, full)) != CHUNK or max(map(len, full)) != CHUNK):
             raise ValueError(f"every chunk of a view but the last holds {CHUNK} messages")
 
     @classmethod
@@ -123,7 +125,8 @@ class View(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         return b"[" + b",".join(parts) + b"]"
 
     def __len__(self) -> int:
-        return sum(len(chunk) for chunk in self.chunks)
+        chunks = self.chunks
+        return (len(chunks) - 1) * CHUNK + len(chunks[-1]) if chunks else 0
 
     def to_openai(self) -> list[dict[str, Any]]:
         """The view as OpenAI Chat Completions `messages` (see `projection.wire.openai.to_openai`)."""

@@ -39,6 +39,10 @@ class LiveView:
         self._order: list[Entry] | None = []
         self._shown: list[Message] = []
         self._chunks: list[tuple[Message, ...] | None] = []
+        # Chunks (by index) rendered since the last view and since the last digest: only they are
+        # rebuilt and hashed again, so a view costs what changed, not the session's length.
+        self._dirty: set[int] = set()
+        self._unhashed: set[int] = set()
         self._counts: list[int] = []
         self._directed: list[bool] = []
         self._where: dict[str, int] | None = {}
@@ -131,10 +135,12 @@ class LiveView:
         """The view's chunks, rebuilding only those that changed since the last view."""
         count = -(-len(self._shown) // CHUNK)
         del self._chunks[count:]
+        self._dirty.update(range(len(self._chunks), count))
         self._chunks.extend([None] * (count - len(self._chunks)))
-        for index, chunk in enumerate(self._chunks):
-            if chunk is None:
+        for index in self._dirty:
+            if index < count:
                 self._chunks[index] = tuple(self._shown[index * CHUNK : (index + 1) * CHUNK])
+        self._dirty.clear()
         return tuple(self._chunks)  # type: ignore[arg-type]
 
     def reset(self) -> None:
@@ -154,14 +160,15 @@ class LiveView:
                 self._digests[index] = message_digest(self._shown[index])
         self._stale = set()
         count = -(-len(self._shown) // CHUNK)
-        del self._chunk_hashes[count:]
-        self._chunk_hashes.extend([None] * (count - len(self._chunk_hashes)))
-        hashes = [
-            cached or chunk_hash(self._digests[index * CHUNK : (index + 1) * CHUNK])
-            for index, cached in enumerate(self._chunk_hashes)
-        ]
-        self._chunk_hashes = list(hashes)
-        view_hash = combine(hashes, len(self._shown))
+        hashes = self._chunk_hashes
+        del hashes[count:]
+        self._unhashed.update(range(len(hashes), count))
+        hashes.extend([None] * (count - len(hashes)))
+        for index in self._unhashed:
+            if index < count:
+                hashes[index] = chunk_hash(self._digests[index * CHUNK : (index + 1) * CHUNK])
+        self._unhashed.clear()
+        view_hash = combine(hashes, len(self._shown))  # type: ignore[arg-type]
         if self._unrecorded is None:
             return view_hash, len(self._shown), None
         changed = [(i, self._digests[i]) for i in sorted(self._unrecorded) if i < len(self._shown)]
@@ -231,10 +238,8 @@ class LiveView:
         self._tokens += count - self._counts[index]
         self._with_directive += (directive is not None) - self._directed[index]
         self._shown[index] = message
-        if index // CHUNK < len(self._chunks):
-            self._chunks[index // CHUNK] = None
-        if index // CHUNK < len(self._chunk_hashes):
-            self._chunk_hashes[index // CHUNK] = None
+        self._dirty.add(index // CHUNK)
+        self._unhashed.add(index // CHUNK)
         if self._stale is not None:
             self._stale.add(index)
         if self._unrecorded is not None:
