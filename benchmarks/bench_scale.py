@@ -55,7 +55,7 @@ from synthetic import SyntheticSession  # noqa: E402
 
 from planner import CompactConfig  # noqa: E402
 from transcript import Message, Store, Transcript  # noqa: E402
-from transcript.tokens import get_counter, message_tokens  # noqa: E402
+from transcript.tokens import TokenCounter, get_counter, message_tokens  # noqa: E402
 
 SESSION = "bench"
 CACHE = ROOT / "benchmarks" / ".cache"
@@ -165,12 +165,11 @@ class Floor:
         self.conn.execute("COMMIT")
 
 
-def floor_turn(floor: Floor, turn: Sequence[Message], count: Callable[[str], int], record: bool) -> None:
+def floor_turn(floor: Floor, turn: Sequence[Message], counter: TokenCounter, record: bool) -> None:
     """What storing a turn must do: tokenize, encode, hash, one transaction (and a record's)."""
     bodies, events = [], []
     for message in turn:
-        counter = _Counting(count)
-        tokens = message_tokens(message, counter)  # type: ignore[arg-type]
+        tokens = message_tokens(message, counter)
         data = _ENCODER.encode(message)
         digest = hashlib.sha256(data).hexdigest()
         bodies.append((message.id, _ENCODER.encode(tokens), data))
@@ -181,14 +180,9 @@ def floor_turn(floor: Floor, turn: Sequence[Message], count: Callable[[str], int
         floor.commit([], [_ENCODER.encode({"changed": digests})])
 
 
-class _Counting:
-    name = "cl100k_base"
-
-    def __init__(self, count: Callable[[str], int]) -> None:
-        self.count = count
-
-
-def floor_marks(floor: Floor, texts: Sequence[str], count: Callable[[str], int], head: int, tail: int) -> None:
+def floor_marks(
+    floor: Floor, texts: Sequence[str], count: Callable[[str], int], head: int, tail: int
+) -> None:
     """What a micro step must do: tokenize what it keeps of each text it marks, one mark each, one
     transaction."""
     events = []
@@ -258,7 +252,7 @@ def turn_rows(size: int, cache: Path, work: Path, turns: int, repeats: int) -> l
                     ow.append(wall)
                     oc.append(cpu)
                     start = _clock()
-                    floor_turn(floor, turn, count, record)
+                    floor_turn(floor, turn, get_counter(), record)
                     wall, cpu = _since(start)
                     fw.append(wall)
                     fc.append(cpu)
@@ -362,10 +356,22 @@ def cold_rows(size: int, cache: Path, work: Path, repeats: int) -> list[Row]:
             walls.append(ours[0] / floor[0])
             cpus.append(ours[1] / floor[1])
         rows.append(
-            Row(f"cold open + view, {name} (wall)", size, statistics.median(floor_w), statistics.median(ours_w), walls)
+            Row(
+                f"cold open + view, {name} (wall)",
+                size,
+                statistics.median(floor_w),
+                statistics.median(ours_w),
+                walls,
+            )
         )
         rows.append(
-            Row(f"cold open + view, {name} (cpu)", size, statistics.median(floor_c), statistics.median(ours_c), cpus)
+            Row(
+                f"cold open + view, {name} (cpu)",
+                size,
+                statistics.median(floor_c),
+                statistics.median(ours_c),
+                cpus,
+            )
         )
         rows.append(
             Row(
@@ -438,8 +444,20 @@ def _pairs(name: str, size: int, runs: list[tuple[float, float, float, float]]) 
     walls = [ow / fw for ow, _, fw, _ in runs]
     cpus = [oc / fc for _, oc, _, fc in runs]
     return [
-        Row(f"{name} (wall)", size, statistics.median(r[2] for r in runs), statistics.median(r[0] for r in runs), walls),
-        Row(f"{name} (cpu)", size, statistics.median(r[3] for r in runs), statistics.median(r[1] for r in runs), cpus),
+        Row(
+            f"{name} (wall)",
+            size,
+            statistics.median(r[2] for r in runs),
+            statistics.median(r[0] for r in runs),
+            walls,
+        ),
+        Row(
+            f"{name} (cpu)",
+            size,
+            statistics.median(r[3] for r in runs),
+            statistics.median(r[1] for r in runs),
+            cpus,
+        ),
     ]
 
 
@@ -506,7 +524,14 @@ def replay_rows(sizes: Sequence[int], work: Path, repeats: int) -> list[Row]:
             ours_t.append(ours)
             floor_t.append(recording)
         rows.append(
-            Row("replay --verify / recording run (cpu)", size, statistics.median(floor_t), statistics.median(ours_t), ratios, unit="s")
+            Row(
+                "replay --verify / recording run (cpu)",
+                size,
+                statistics.median(floor_t),
+                statistics.median(ours_t),
+                ratios,
+                unit="s",
+            )
         )
     return rows
 
@@ -538,21 +563,41 @@ finally:
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(ROOT)
-    reads, peaks = [], []
+    reads: list[int] = []
+    peaks: list[int] = []
     for _ in range(repeats):
-        for args, into in ((["export", "--session", SESSION, "--db", str(path)], reads),
-                           (["export", "--session", SESSION, "--state", "--db", str(path)], peaks)):
+        for args, into in (
+            (["export", "--session", SESSION, "--db", str(path)], reads),
+            (["export", "--session", SESSION, "--state", "--db", str(path)], peaks),
+        ):
             done = subprocess.run(
                 [sys.executable, "-c", script, str(path), SESSION, *args],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True, cwd=ROOT, env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                check=True,
+                cwd=ROOT,
+                env=env,
             )
             read, peak = (int(v) for v in done.stderr.split()[-2:])
             into.append(read if into is reads else peak * 1024)
     return [
-        Row("export (view): bytes read / view bytes", size, view_bytes / 2**20, statistics.median(reads) / 2**20,
-            [r / view_bytes for r in reads], unit="MB"),
-        Row("export --state: peak RSS / largest body", size, largest / 2**20, statistics.median(peaks) / 2**20,
-            [p / largest for p in peaks], unit="MB"),
+        Row(
+            "export (view): bytes read / view bytes",
+            size,
+            view_bytes / 2**20,
+            statistics.median(reads) / 2**20,
+            [r / view_bytes for r in reads],
+            unit="MB",
+        ),
+        Row(
+            "export --state: peak RSS / largest body",
+            size,
+            largest / 2**20,
+            statistics.median(peaks) / 2**20,
+            [p / largest for p in peaks],
+            unit="MB",
+        ),
     ]
 
 
@@ -585,7 +630,15 @@ def sql_rows(size: int, cache: Path, work: Path, repeats: int) -> list[Row]:
             conn.execute(query).fetchall()
             times.append(time.perf_counter() - start)
             conn.close()
-        rows.append(Row(f"README query {number} (target 50 ms)", size, 0.05, statistics.median(times), [t / 0.05 for t in times]))
+        rows.append(
+            Row(
+                f"README query {number} (target 50 ms)",
+                size,
+                0.05,
+                statistics.median(times),
+                [t / 0.05 for t in times],
+            )
+        )
     return rows
 
 
@@ -593,7 +646,9 @@ ROWS = ("turn", "cold", "micro", "full", "replay", "export", "sql")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000])
     parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of {', '.join(ROWS)}")
     parser.add_argument("--repeats", type=int, default=3)
@@ -651,8 +706,7 @@ def _growth(rows: list[Row]) -> None:
         exponent = math.log(high.ours / low.ours) / math.log(high.size / low.size)
         ratio = statistics.median(high.ratios) / statistics.median(low.ratios)
         lines.append(
-            f"{name:<38} {low.size}->{high.size}: ours grows with exponent {exponent:.2f}; "
-            f"ratio {ratio:.2f}x"
+            f"{name:<38} {low.size}->{high.size}: ours grows with exponent {exponent:.2f}; ratio {ratio:.2f}x"
         )
     if lines:
         print()
