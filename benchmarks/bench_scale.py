@@ -51,6 +51,7 @@ import msgspec
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_compact import _steps  # noqa: E402
 from synthetic import SyntheticSession  # noqa: E402
 
 from planner import CompactConfig  # noqa: E402
@@ -400,43 +401,30 @@ def micro_rows(size: int, cache: Path, work: Path, repeats: int) -> list[Row]:
     head, tail = config.micro_field_keep_head_chars, config.micro_field_keep_tail_chars
     first: list[tuple[float, float, float, float]] = []
     steady: list[tuple[float, float, float, float]] = []
+
+    def measure(t: Transcript) -> tuple[float, float, float, float]:
+        """One micro round at 80% of the view against the floor of the marks it wrote."""
+        budget = math.ceil(t.visible_messages().tokens / 0.8)
+        start = _clock()
+        result = t.compact(budget_tokens=budget, config=config, manual=True)
+        ours = _since(start)
+        texts = _micro_texts(t, result.compacted_ids)
+        start = _clock()
+        floor_marks(floor, texts, count, head, tail)
+        return (*ours, *_since(start))
+
     for _ in range(repeats):
         path = _copy(build(size, cache), work / "micro.db")
         floor = Floor(work / "micro-floor.db")
         with Transcript.open(path, session_id=SESSION) as t:
-            budget = math.ceil(t.visible_messages().tokens / 0.8)
             count("warm up the tokenizer")
-            start = _clock()
-            result = t.compact(budget_tokens=budget, config=config, manual=True)
-            ours = _since(start)
-            texts = _micro_texts(t, result.compacted_ids)
-            start = _clock()
-            floor_marks(floor, texts, count, head, tail)
-            first.append((*ours, *_since(start)))
+            first.append(measure(t))
             for r in range(3):
                 _steps(t, 1_000_000 + r * 100, 10, 2_000)
                 _steps(t, 1_000_000 + r * 100 + 10, 3, 100)
-                budget = math.ceil(t.visible_messages().tokens / 0.8)
-                start = _clock()
-                result = t.compact(budget_tokens=budget, config=config, manual=True)
-                ours = _since(start)
-                texts = _micro_texts(t, result.compacted_ids)
-                start = _clock()
-                floor_marks(floor, texts, count, head, tail)
-                steady.append((*ours, *_since(start)))
+                steady.append(measure(t))
         floor.conn.close()
     return _pairs("first micro round", size, first) + _pairs("steady micro round (k=10)", size, steady)
-
-
-def _steps(t: Transcript, first: int, count: int, size: int) -> None:
-    from transcript import ToolCall
-
-    for n in range(first, first + count):
-        call = ToolCall(id=f"k{n}", name="Bash", input={"n": n})
-        output = f"log line {n} of the bench step\n" * (size // 30)
-        t.append_turn(
-            [Message.assistant(f"bench step {n}", tool_calls=[call]), Message.tool_result(f"k{n}", output)]
-        )
 
 
 def _pairs(name: str, size: int, runs: list[tuple[float, float, float, float]]) -> list[Row]:
