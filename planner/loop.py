@@ -25,7 +25,6 @@ from typing import Final, Literal
 import msgspec
 
 from planner.continuation import continuation_prompt
-from planner.overflow import is_context_overflow
 from transcript.model.arguments import check_flag, check_type
 from transcript.model.errors import InvalidArgument
 from transcript.model.message import Message
@@ -195,6 +194,8 @@ class LoopPolicy(msgspec.Struct, frozen=True, kw_only=True):
         once); after an overflow of that retry, stop (`overflow_again`), with the provider's words."""
         check_type(error, BaseException, "error")
         check_flag(retried, "retried")
+        from planner.overflow import is_context_overflow  # the summarizer's module, only when refused
+
         if not is_context_overflow(error):
             return None
         said = _clip(f"{type(error).__name__}: {error}")

@@ -9,7 +9,6 @@ on the second half, beside the plain estimate's error.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 
 import msgspec
@@ -108,6 +107,11 @@ def holdout(*sessions: Sequence[BilledCall]) -> Holdout | None:
                 after.append(relative_error(fit.predict(call.estimate), call.billed))
     if not after:
         return None
-    return Holdout(
-        fitted=fitted, checked=len(after), before=statistics.median(before), after=statistics.median(after)
-    )
+    return Holdout(fitted=fitted, checked=len(after), before=_median(before), after=_median(after))
+
+
+def _median(values: Sequence[float]) -> float:
+    """The median (what `statistics.median` gives, without importing it on every open)."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2

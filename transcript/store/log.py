@@ -57,7 +57,15 @@ from transcript.store.port import (
     UnreadableEvent,
     refuse_mutator_events,
 )
-from transcript.store.recorder import BodyRow, BodyTaken, Capabilities, EventRow, Recorder, RecorderWrite
+from transcript.store.recorder import (
+    BodyRow,
+    BodyTaken,
+    Capabilities,
+    EventRow,
+    HistoryRow,
+    Recorder,
+    RecorderWrite,
+)
 from transcript.store.writer import is_writer
 
 _TOKENS_ENCODER: Final = msgspec.json.Encoder()
@@ -202,16 +210,9 @@ class EventLog:
         recorder = self.recorder
         with recorder.reading():
             version = self.head(session_id)[0]
-            appends = list(recorder.history(session_id))
-            for seq, (at, stored_seq, _) in enumerate(appends):
-                if stored_seq != seq:
-                    raise StoreCorrupted(
-                        f"events row (session {session_id!r}, version {at}): it appends seq "
-                        f"{stored_seq!r}, the history's next is {seq}"
-                    )
-            decoded = _decoded(recorder.bodies([message_id or "" for _, _, message_id in appends]))
+            bodies = _history_bodies(session_id, recorder.history(session_id))
             others = _decode_events(session_id, recorder.events(session_id, kinds="others"))
-        return LoadedSession(version, _history_bodies(session_id, appends, decoded), others)
+        return LoadedSession(version, bodies, others)
 
     @_serialized
     def read_since(
@@ -596,44 +597,39 @@ def _counts(row: BodyRow) -> tuple[int, ...]:
     return counts
 
 
-def _decoded(rows: Iterable[BodyRow]) -> dict[str, StoredBody]:
-    """Bodies decoded as their rows arrive, in one tight loop; `StoreCorrupted` names a row that
-    cannot be read.
+def _history_bodies(session_id: str, rows: Iterable[HistoryRow]) -> list[StoredBody]:
+    """A whole history's bodies and counts, in order, decoded as the rows arrive in one tight loop:
+    each append must come at the next seq and name a body that is stored and is that message
+    (`StoreCorrupted` naming the event or the row otherwise, as the live fold names them).
 
     The garbage collector is paused meanwhile: the decoded values hold no reference cycles, and
-    pausing it saves collections that would traverse the growing dict again and again.
+    pausing it saves collections that would traverse the growing list again and again.
     """
     message, tokens = MESSAGE_DECODER.decode, _TOKENS_DECODER.decode
-    decoded: dict[str, StoredBody] = {}
+    bodies: list[StoredBody] = []
     paused = gc.isenabled()
     gc.disable()
     try:
-        for row in rows:
+        for seq, (version, stored_seq, message_id, body, counts) in enumerate(rows):
+            where = f"events row (session {session_id!r}, version {version})"
+            if stored_seq != seq:
+                raise StoreCorrupted(f"{where}: it appends seq {stored_seq!r}, the history's next is {seq}")
+            if body is None or counts is None:
+                raise StoreCorrupted(
+                    f"{where}: it appends message {message_id!r}, and no body of that id is stored"
+                )
             try:
-                decoded[row.message_id] = StoredBody(message(row.body), tokens(row.tokens))
+                stored = StoredBody(message(body), tokens(counts))
             except (msgspec.DecodeError, TypeError) as exc:
                 raise StoreCorrupted(
-                    f"bodies row (message {row.message_id!r}): it cannot be read ({exc})"
+                    f"bodies row (message {message_id!r}): it cannot be read ({exc})"
                 ) from exc
+            if stored.message.id != message_id:
+                raise StoreCorrupted(
+                    f"bodies row (message {message_id!r}): it holds message {stored.message.id!r}"
+                )
+            bodies.append(stored)
     finally:
         if paused:
             gc.enable()
-    return decoded
-
-
-def _history_bodies(
-    session_id: str, appends: list[tuple[int, int | None, str | None]], decoded: dict[str, StoredBody]
-) -> list[StoredBody]:
-    """The history's bodies in order: each append's body, which must be stored and be that message."""
-    bodies = []
-    for version, _, message_id in appends:
-        body = decoded.get(message_id or "")
-        if body is None:
-            raise StoreCorrupted(
-                f"events row (session {session_id!r}, version {version}): it appends message "
-                f"{message_id!r}, and no body of that id is stored"
-            )
-        if body.message.id != message_id:
-            raise StoreCorrupted(f"bodies row (message {message_id!r}): it holds message {body.message.id!r}")
-        bodies.append(body)
     return bodies

@@ -25,6 +25,7 @@ from transcript.store.recorder import (
     BodyTaken,
     Capabilities,
     EventRow,
+    HistoryRow,
     Kinds,
     RecorderWrite,
     SessionRow,
@@ -118,10 +119,16 @@ class MemoryRecorder:
             rows = [row for row in rows if row.kind != _APPENDED]
         return iter(rows)
 
-    def history(self, session_id: str) -> Iterator[tuple[int, int | None, str | None]]:
+    def history(self, session_id: str) -> Iterator[HistoryRow]:
         with self._rows.lock:
-            log = list(self._rows.events.get(session_id, []))
-        return ((row.version, row.seq, row.message_id) for row in log if row.kind == _APPENDED)
+            log = [row for row in self._rows.events.get(session_id, []) if row.kind == _APPENDED]
+            bodies = [self._rows.bodies.get(row.message_id or "") for row in log]
+        return (
+            HistoryRow(
+                row.version, row.seq, row.message_id, *((body.body, body.tokens) if body else (None, None))
+            )
+            for row, body in zip(log, bodies, strict=True)
+        )
 
     def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
         stored = self._rows.bodies

@@ -8,12 +8,13 @@ locks serialize it anyway, and the loop gets the interpreter back within a switc
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Final, ParamSpec, TypeVar
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -27,11 +28,15 @@ def _executor() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="transcript-store")
         return _pool
 
 
 async def off_loop(function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
     """Run `function(*args, **kwargs)` in the store's worker pool and await its result."""
+    import asyncio  # here, not at the top: a program that never awaits the store never imports it
+
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_executor(), functools.partial(function, *args, **kwargs))

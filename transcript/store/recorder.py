@@ -58,6 +58,16 @@ class RecorderWrite(NamedTuple):
     events: Sequence[EventRow]
 
 
+class HistoryRow(NamedTuple):
+    """One append of a session's history and its body as stored (None: no body of that id)."""
+
+    version: int
+    seq: int | None
+    message_id: str | None
+    body: Json | None
+    tokens: Json | None
+
+
 class SessionRow(NamedTuple):
     """A session as listed: id, messages in its history, head version and hash, title ("" if none)."""
 
@@ -168,8 +178,9 @@ class Recorder(Protocol):
         appends only, all but appends, or all."""
         ...
 
-    def history(self, session_id: str) -> Iterator[tuple[int, int | None, str | None]]:
-        """The session's appends as (version, seq, message_id), in version order: its history."""
+    def history(self, session_id: str) -> Iterator[HistoryRow]:
+        """The session's history: each append, in version order, with the body it appends (its record
+        and counts as stored, or None where no body of that id is stored). A cold open reads this."""
         ...
 
     def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:

@@ -11,10 +11,11 @@ the writer capability, de-duplication — is the event log's (`transcript.store.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 from transcript.model.errors import ConflictError, StoreCorrupted, StoreReadOnly
 from transcript.store import connection, schema
@@ -25,6 +26,7 @@ from transcript.store.recorder import (
     BodyTaken,
     Capabilities,
     EventRow,
+    HistoryRow,
     Kinds,
     Problem,
     RecorderWrite,
@@ -169,16 +171,26 @@ class SqliteRecorder:
             )
         return map(EventRow._make, rows)
 
-    def history(self, session_id: str) -> Iterator[tuple[int, int | None, str | None]]:
-        """The session's appends as (version, seq, message_id), in order."""
+    def history(self, session_id: str) -> Iterator[HistoryRow]:
+        """The session's history with each append's body, in order: one join, read in chunks (a cold
+        open decodes each chunk before the next is read, so the raw text of a whole history is never
+        held at once)."""
+        sql = (
+            "SELECT e.version, e.seq, e.message_id, CAST(b.body AS BLOB), CAST(b.tokens AS BLOB) "
+            "FROM events AS e "
+            "LEFT JOIN bodies AS b ON b.message_id = e.message_id "
+            "WHERE e.session_id = ? AND e.kind = 'message_appended' ORDER BY e.version"
+        )
+        where = functools.partial(_history_row, session_id)
         with connection.translated(f"reading session {session_id!r}"):
-            rows = self._fetch(
-                "SELECT version, seq, message_id FROM events "
-                "WHERE session_id = ? AND kind = 'message_appended' ORDER BY version",
-                (session_id,),
-                lambda row: f"events row (session {session_id!r}, version {row[0]})",
-            )
-        return iter(rows)
+            try:
+                cursor = self.connection.execute(sql, (session_id,))
+                while rows := cursor.fetchmany(_IN_CHUNK):
+                    yield from map(HistoryRow._make, rows)
+            except sqlite3.OperationalError as exc:
+                if "decode to UTF-8" not in str(exc):
+                    raise
+                self._name_undecodable(sql, (session_id,), where)
 
     def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
         """The stored bodies with these ids, read a chunk at a time (a cold open decodes each chunk
@@ -251,7 +263,13 @@ class SqliteRecorder:
         except sqlite3.OperationalError as exc:
             if "decode to UTF-8" not in str(exc):
                 raise
-        # Only a damaged file gets here: read the rows again as bytes to name the first one at fault.
+        self._name_undecodable(sql, params, where)
+
+    def _name_undecodable(
+        self, sql: str, params: Sequence[object], where: Callable[[tuple[Any, ...]], str]
+    ) -> NoReturn:
+        """`StoreCorrupted` naming the first row of a query that holds text that is not UTF-8. Only a
+        damaged file gets here: the rows are read again as bytes to find it."""
         self.connection.text_factory = bytes
         try:
             raw = self.connection.execute(sql, params).fetchall()
@@ -503,6 +521,10 @@ def _search_problems(conn: sqlite3.Connection) -> Iterator[Problem]:
             )
     finally:
         fresh.close()
+
+
+def _history_row(session_id: str, row: tuple[Any, ...]) -> str:
+    return f"events row (session {session_id!r}, version {row[0]})"
 
 
 def _all_stored(stored: int, rows: int, table: str, session_id: str) -> None:
