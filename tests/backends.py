@@ -1,8 +1,9 @@
 """The backends the contract suites run on, and what a test needs to know of each.
 
 Every contract class (`RecorderContract`, `EventLogContract`, `StoreContract`) is subclassed once per
-backend here: a SQLite file, a private SQLite `:memory:` database, and the in-process recorder
-(`memory://`). Tests open stores through `Backend.location` and the public factories
+backend here: a SQLite file, a private SQLite `:memory:` database, the in-process recorder
+(`memory://`), and a schema of a throwaway PostgreSQL cluster (`postgresql://`, the session-scoped
+`postgres_cluster` fixture). Tests open stores through `Backend.location` and the public factories
 (`open_backend`, `Store.open`), never through a backend's class. Damage that only an editor outside
 the library could make (a row's bytes changed, a body deleted) is made per backend by `tamper_*`.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import pytest
 
@@ -21,6 +22,9 @@ from transcript.store.log import EventLog
 from transcript.store.memory import MemoryRecorder
 from transcript.store.recorder import BodyRow, EventRow
 from transcript.store.sqlite import SqliteRecorder
+
+if TYPE_CHECKING:
+    from tests.pgserver import Cluster
 
 
 @dataclass(frozen=True)
@@ -31,8 +35,10 @@ class Backend:
     shared: bool  # a second open of the same location sees the same store
     durable: bool  # the store outlives the process (a fresh interpreter can reopen it)
 
-    def location(self, tmp_path: Path) -> str:
+    def location(self, tmp_path: Path, cluster: Cluster | None = None) -> str:
         """A location for a new, empty store of this backend."""
+        if cluster is not None:
+            return cluster.url()
         if self.name == "sqlite-file":
             return str(tmp_path / f"store-{uuid.uuid4().hex[:8]}.db")
         if self.name == "sqlite-memory":
@@ -43,7 +49,8 @@ class Backend:
 SQLITE_FILE = Backend("sqlite-file", shared=True, durable=True)
 SQLITE_MEMORY = Backend("sqlite-memory", shared=False, durable=False)
 MEMORY = Backend("memory", shared=True, durable=False)
-BACKENDS = (SQLITE_FILE, SQLITE_MEMORY, MEMORY)
+POSTGRES = Backend("postgres", shared=True, durable=True)
+BACKENDS = (SQLITE_FILE, SQLITE_MEMORY, MEMORY, POSTGRES)
 
 
 class OnBackend:
@@ -52,11 +59,14 @@ class OnBackend:
     backend: ClassVar[Backend]
 
     @pytest.fixture
-    def location(self, tmp_path: Path) -> object:
-        location = self.backend.location(tmp_path)
+    def location(self, tmp_path: Path, request: pytest.FixtureRequest) -> object:
+        cluster = request.getfixturevalue("postgres_cluster") if self.backend is POSTGRES else None
+        location = self.backend.location(tmp_path, cluster)
         yield location
         if location.startswith("memory://"):
             MemoryRecorder.discard(location)
+        if cluster is not None:
+            cluster.drop_schema(location)
 
 
 def tamper_event(log: EventLog, session_id: str, version: int, payload: bytes) -> None:
@@ -68,6 +78,12 @@ def tamper_event(log: EventLog, session_id: str, version: int, payload: bytes) -
             "UPDATE events SET payload = ? WHERE session_id = ? AND version = ?",
             (payload.decode("utf-8", "surrogateescape"), session_id, version),
         )
+        return
+    if _postgres_edit(
+        recorder,
+        "UPDATE events SET payload = %s WHERE session_id = %s AND version = %s",
+        (payload.decode("utf-8", "replace"), session_id, version),
+    ):
         return
     assert isinstance(recorder, MemoryRecorder)
     rows = recorder._rows.events[session_id]
@@ -85,6 +101,14 @@ def tamper_body(log: EventLog, message_id: str, body: bytes | None) -> None:
             _unguarded(
                 recorder, "UPDATE bodies SET body = ? WHERE message_id = ?", (body.decode(), message_id)
             )
+        return
+    if _postgres_edit(
+        recorder,
+        "DELETE FROM bodies WHERE message_id = %s"
+        if body is None
+        else "UPDATE bodies SET body = %s WHERE message_id = %s",
+        (message_id,) if body is None else (body.decode(), message_id),
+    ):
         return
     assert isinstance(recorder, MemoryRecorder)
     if body is None:
@@ -110,3 +134,17 @@ def _unguarded(recorder: SqliteRecorder, statement: str, params: tuple[object, .
     for sql in schema.GUARD_SQL.values():
         conn.execute(sql)
     conn.execute("COMMIT")
+
+
+def _postgres_edit(recorder: object, statement: str, params: tuple[object, ...]) -> bool:
+    """Run one edit on a PostgreSQL store as its superuser would, past the guards (triggers do not
+    fire for a session in replica mode); False when the recorder is not PostgreSQL's."""
+    from transcript.store.postgres import PostgresRecorder
+
+    if not isinstance(recorder, PostgresRecorder):
+        return False
+    conn = recorder._connection()
+    with conn.transaction():
+        conn.execute("SET LOCAL session_replication_role = replica")
+        conn.execute(statement, params)
+    return True

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.pgserver import Cluster, bin_dir
 
 settings.register_profile(
     "ci",
@@ -39,6 +42,23 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CORPUS = PROJECT_ROOT / "fixtures" / "corpus"
 SHARED_CORPUS = PROJECT_ROOT.parent / "shared" / "corpus"
 PYTHON = sys.executable
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Cluster]:
+    """A throwaway PostgreSQL cluster for the whole run (started by the first test that needs it,
+    stopped at the end). Without the server binaries the tests that need it skip — and fail in CI."""
+    binaries = bin_dir()
+    if binaries is None:
+        message = "PostgreSQL server binaries not found (install Debian's postgresql-15, or set $PG_BIN)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    cluster = Cluster(binaries).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import pytest
 
 from tests.backends import (
     MEMORY,
+    POSTGRES,
     SQLITE_FILE,
     SQLITE_MEMORY,
     OnBackend,
@@ -289,3 +290,7 @@ class TestSqliteMemoryEventLog(EventLogContract):
 
 class TestMemoryEventLog(EventLogContract):
     backend = MEMORY
+
+
+class TestPostgresEventLog(EventLogContract):
+    backend = POSTGRES

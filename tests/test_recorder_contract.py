@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.backends import MEMORY, SQLITE_FILE, SQLITE_MEMORY, OnBackend
+from tests.backends import MEMORY, POSTGRES, SQLITE_FILE, SQLITE_MEMORY, OnBackend
 from transcript import ConflictError, Message, StoreReadOnly
 from transcript.model.codec import normalize_message
 from transcript.model.events import EVENT_ENCODER, Event, MessageAppended, TitleSet
@@ -230,3 +230,7 @@ class TestSqliteMemoryRecorder(RecorderContract):
 
 class TestMemoryRecorder(RecorderContract):
     backend = MEMORY
+
+
+class TestPostgresRecorder(RecorderContract):
+    backend = POSTGRES

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends import MEMORY, SQLITE_FILE, SQLITE_MEMORY, OnBackend
+from tests.backends import MEMORY, POSTGRES, SQLITE_FILE, SQLITE_MEMORY, OnBackend
 from tests.helpers import append_summary, connection, write_marks
 from transcript import InvalidMessage, Message, Store, ToolCall, Transcript, verify
 from transcript.model import INTERRUPTED_RESULT, MessageMarked
@@ -191,3 +191,7 @@ class TestSqliteMemorySessionBehaviour(SessionBehaviour):
 
 class TestMemorySessionBehaviour(SessionBehaviour):
     backend = MEMORY
+
+
+class TestPostgresSessionBehaviour(SessionBehaviour):
+    backend = POSTGRES

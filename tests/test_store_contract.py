@@ -15,7 +15,7 @@ from typing import ClassVar
 import msgspec
 import pytest
 
-from tests.backends import MEMORY, SQLITE_FILE, SQLITE_MEMORY, OnBackend
+from tests.backends import MEMORY, POSTGRES, SQLITE_FILE, SQLITE_MEMORY, OnBackend
 from tests.conftest import CORPUS
 from tests.helpers import sql
 from transcript import (
@@ -367,3 +367,16 @@ class TestSqliteMemorySession(SessionContract):
 
 class TestMemorySession(SessionContract):
     backend = MEMORY
+
+
+class TestPostgresStore(StoreContract):
+    backend = POSTGRES
+
+
+class TestPostgresReadOnlyStore(StoreContract):
+    backend = POSTGRES
+    readonly = True
+
+
+class TestPostgresSession(SessionContract):
+    backend = POSTGRES

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     )
     from transcript.model.checkpoint import Checkpoint as Checkpoint
     from transcript.model.errors import (
+        CommitOutcomeUnknown as CommitOutcomeUnknown,
         ConflictError as ConflictError,
         DuplicateMessage as DuplicateMessage,
         IneligiblePlan as IneligiblePlan,
@@ -100,6 +101,7 @@ _EXPORTS = {
     "SchemaError": "transcript.model.errors",
     "SessionNotFound": "transcript.model.errors",
     "StoreCorrupted": "transcript.model.errors",
+    "CommitOutcomeUnknown": "transcript.model.errors",
     "StoreFull": "transcript.model.errors",
     "StoreLocked": "transcript.model.errors",
     "StoreReadOnly": "transcript.model.errors",
@@ -135,6 +137,7 @@ __all__ = [
     "AsyncTranscript",
     "Calibration",
     "Checkpoint",
+    "CommitOutcomeUnknown",
     "CompactResult",
     "ConflictError",
     "Diagnostic",

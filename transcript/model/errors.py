@@ -72,6 +72,11 @@ class StoreFull(StoreUnavailable):
     """The disk or the database's page limit is full; the write was rolled back."""
 
 
+class CommitOutcomeUnknown(StoreUnavailable):
+    """The connection to a database server was lost while a write was committed, and the server could
+    not be reached to tell whether it was stored: read the session's head before writing again."""
+
+
 class StoreCorrupted(StoreUnavailable):
     """The file is not a database or its pages are damaged."""
 

@@ -6,12 +6,15 @@ Nothing above `transcript.store` names a backend; it asks `open_backend(location
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from transcript.model.errors import InvalidArgument
-from transcript.store.location import MEMORY, MEMORY_RECORDER, check_location
+from transcript.model.errors import InvalidArgument, StoreUnavailable
+from transcript.store.location import MEMORY, MEMORY_RECORDER, check_location, is_server
 from transcript.store.log import EventLog, HeadAnchor
 from transcript.store.recorder import Recorder
+
+if TYPE_CHECKING:
+    from transcript.store.postgres import PostgresRecorder
 
 SYNC_MODES: Final = ("FULL", "EXTRA", "NORMAL", "OFF")
 ANCHOR_SUFFIX: Final = ".anchor"
@@ -22,7 +25,7 @@ def anchor_location(location: str, anchor: object) -> str | None:
     if anchor is False:
         return None
     if anchor is True:
-        if location == MEMORY or location.startswith(MEMORY_RECORDER):
+        if location == MEMORY or location.startswith(MEMORY_RECORDER) or is_server(location):
             raise InvalidArgument(f"{location} is not a file: name the head anchor's path (anchor=PATH)")
         return location + ANCHOR_SUFFIX
     if isinstance(anchor, (str, Path)) and str(anchor):
@@ -51,6 +54,10 @@ def open_recorder(
         from transcript.store.memory import MemoryRecorder
 
         return MemoryRecorder.open(target, readonly=readonly or verifying)
+    if is_server(target):
+        return _postgres().open(
+            target, readonly=readonly or verifying, timeout=timeout, synchronous=mode, verifying=verifying
+        )
     from transcript.store.connection import removed_if_failed
     from transcript.store.sqlite import SqliteRecorder
 
@@ -58,6 +65,17 @@ def open_recorder(
         return SqliteRecorder.open(
             target, readonly=readonly or verifying, timeout=timeout, synchronous=mode, verifying=verifying
         )
+
+
+def _postgres() -> type[PostgresRecorder]:
+    """The PostgreSQL recorder, whose driver is the optional `[postgres]` extra."""
+    try:
+        from transcript.store.postgres import PostgresRecorder
+    except ImportError as exc:
+        raise StoreUnavailable(
+            f"a postgresql:// store needs psycopg 3: pip install 'transcript-store[postgres]' ({exc})"
+        ) from None
+    return PostgresRecorder
 
 
 def open_backend(

@@ -2,7 +2,8 @@
 
 A location is a SQLite file path (the default: `$TRANSCRIPT_DB` or `./transcript.db`), `:memory:` (a
 private SQLite database), or `memory://NAME` (the in-process recorder, for tests: no file, no search,
-no SQL views; stores of one name share their data within the process).
+no SQL views; stores of one name share their data within the process), or a PostgreSQL URL
+(`postgresql://…`, `transcript.store.pgconnect`: a schema of a server that many workers share).
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ DEFAULT_PATH: Final = "transcript.db"
 ENV_VAR: Final = "TRANSCRIPT_DB"
 MEMORY: Final = ":memory:"
 MEMORY_RECORDER: Final = "memory://"
+SERVER_SCHEMES: Final = ("postgresql://", "postgres://")
+
+
+def is_server(location: str) -> bool:
+    """Whether a location names a store on a database server (no file)."""
+    return location.startswith(SERVER_SCHEMES)
 
 
 def default_path() -> str:
@@ -47,6 +54,6 @@ def absent(location: object) -> bool:
     if not isinstance(target, (str, Path)):
         return False
     name = str(target)
-    if not name or "\x00" in name or name == MEMORY or name.startswith(MEMORY_RECORDER):
+    if not name or "\x00" in name or name == MEMORY or name.startswith((MEMORY_RECORDER, *SERVER_SCHEMES)):
         return False
     return not os.path.lexists(name)

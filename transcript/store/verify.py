@@ -83,15 +83,15 @@ def verify(
     the chains against — by default `<file>.anchor` when it exists; a path; or False for none.
     """
     from transcript.store.backends import anchor_location, open_recorder
-    from transcript.store.location import MEMORY, MEMORY_RECORDER, check_location
+    from transcript.store.location import MEMORY, MEMORY_RECORDER, check_location, is_server
     from transcript.store.log import read_anchor
 
     check_type(path, (str, Path), "path")
     check_flag(deep, "deep")
     check_expected_heads(expect_heads)
     target = check_location(path)
-    in_memory = target == MEMORY or target.startswith(MEMORY_RECORDER)
-    anchor_path = None if anchor is True and in_memory else anchor_location(target, anchor)
+    no_file = target == MEMORY or target.startswith(MEMORY_RECORDER) or is_server(target)
+    anchor_path = None if anchor is True and no_file else anchor_location(target, anchor)
     if anchor_path and anchor is not True and not Path(anchor_path).exists():
         raise InvalidArgument(f"no head anchor file at {anchor_path}")
     anchors = read_anchor(anchor_path) if anchor_path else {}

@@ -1,0 +1,230 @@
+"""The PostgreSQL schema, as named migrations recorded in `_transcript_migrations`.
+
+The same concepts as the SQLite file's schema: `bodies` (shared by the sessions that hold them),
+`events` (each session's chained log; append rows carry the `seq -> message_id` history) and
+`heads` (each session's last version and hash, moved forward only). Triggers make the database itself
+refuse UPDATE, DELETE and TRUNCATE of stored rows and a head that moves back. Migrations run in one
+transaction under an advisory lock, so two workers opening a new store at once never migrate it
+twice; a store that records a migration this release does not know is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import psycopg
+from psycopg import sql
+
+from transcript.model.errors import SchemaError, StoreCorrupted, StoreUnavailable
+
+MIGRATION_SET: Final = "transcript-store-postgres"
+MIGRATIONS_TABLE: Final = "_transcript_migrations"
+LOG_TABLES: Final = ("bodies", "events", "heads")
+
+_TABLES: Final = (
+    # JSON is kept as text, byte for byte what the hashes cover (not jsonb, which rewrites it).
+    """
+    CREATE TABLE bodies (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        message_id text NOT NULL UNIQUE,
+        hash text NOT NULL,
+        tokenizer text NOT NULL,
+        tokens text NOT NULL,
+        body text NOT NULL,
+        digest text NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE events (
+        session_id text NOT NULL,
+        version bigint NOT NULL,
+        kind text NOT NULL,
+        seq bigint,
+        message_id text,
+        recorded_at text NOT NULL,
+        payload text NOT NULL,
+        hash text NOT NULL,
+        PRIMARY KEY (session_id, version)
+    )
+    """,
+    "CREATE INDEX events_not_appends ON events (session_id, version) WHERE kind <> 'message_appended'",
+    "CREATE TABLE heads (session_id text PRIMARY KEY, version bigint NOT NULL, hash text NOT NULL)",
+)
+
+# The guards, by trigger name: what `verify` checks is there, enabled, and calling these functions.
+REFUSE_FUNCTION: Final = """
+    CREATE FUNCTION transcript_refuse_edit() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'transcript-store: % is append-only (% refused)', TG_TABLE_NAME, TG_OP;
+    END
+    $$
+"""
+FORWARD_FUNCTION: Final = """
+    CREATE FUNCTION transcript_head_forward() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NEW.version <= OLD.version OR NEW.session_id <> OLD.session_id THEN
+            RAISE EXCEPTION 'transcript-store: a session head only moves forward';
+        END IF;
+        RETURN NEW;
+    END
+    $$
+"""
+GUARDS: Final = {
+    "bodies_refuse_edit": ("bodies", "BEFORE UPDATE OR DELETE", "ROW", "transcript_refuse_edit"),
+    "bodies_refuse_truncate": ("bodies", "BEFORE TRUNCATE", "STATEMENT", "transcript_refuse_edit"),
+    "events_refuse_edit": ("events", "BEFORE UPDATE OR DELETE", "ROW", "transcript_refuse_edit"),
+    "events_refuse_truncate": ("events", "BEFORE TRUNCATE", "STATEMENT", "transcript_refuse_edit"),
+    "heads_refuse_delete": ("heads", "BEFORE DELETE", "ROW", "transcript_refuse_edit"),
+    "heads_refuse_truncate": ("heads", "BEFORE TRUNCATE", "STATEMENT", "transcript_refuse_edit"),
+    "heads_refuse_backwards": ("heads", "BEFORE UPDATE", "ROW", "transcript_head_forward"),
+}
+GUARD_FUNCTIONS: Final = ("transcript_refuse_edit", "transcript_head_forward")
+
+
+def _guard_statements() -> list[str]:
+    return [
+        f"CREATE TRIGGER {name} {when} ON {table} FOR EACH {each} EXECUTE FUNCTION {function}()"
+        for name, (table, when, each, function) in GUARDS.items()
+    ]
+
+
+MIGRATIONS: Final = (("0001_initial", (*_TABLES, REFUSE_FUNCTION, FORWARD_FUNCTION, *_guard_statements())),)
+KNOWN: Final = tuple(name for name, _ in MIGRATIONS)
+
+
+def _lock_key(schema: str) -> int:
+    """The advisory lock two workers take before migrating the same schema (a stable 63-bit key)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"{MIGRATION_SET}:{schema}".encode()).digest()[:8], "big") >> 1
+
+
+def schema_exists(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> bool:
+    row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+    return row is not None
+
+
+def applied(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> list[str]:
+    """Names of this set's migrations recorded in the schema, in the order they were applied."""
+    found = conn.execute(
+        "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = %s", (schema, MIGRATIONS_TABLE)
+    ).fetchone()
+    if found is None:
+        return []
+    rows = conn.execute(
+        sql.SQL("SELECT name FROM {}.{} WHERE migration_set = %s ORDER BY id").format(
+            sql.Identifier(schema), sql.Identifier(MIGRATIONS_TABLE)
+        ),
+        (MIGRATION_SET,),
+    ).fetchall()
+    return [str(name) for (name,) in rows]
+
+
+def check(conn: psycopg.Connection[tuple[object, ...]], schema: str, *, can_migrate: bool) -> list[str]:
+    """The pending migrations, after refusing schemas this release must not touch."""
+    done = applied(conn, schema)
+    damaged = [name for name, known in zip(done, KNOWN, strict=False) if name != known]
+    if damaged:
+        # Migrations are recorded in order: a name that differs where this release's are was damaged.
+        raise StoreCorrupted(
+            f"{MIGRATIONS_TABLE}: migration {damaged[0]!r} is recorded where this release's are"
+        )
+    unknown = [name for name in done if name not in KNOWN]
+    if unknown:
+        raise SchemaError(
+            f"schema {schema!r} was written by a newer transcript-store (unknown migration {unknown[0]!r}); "
+            "upgrade transcript-store to open it"
+        )
+    pending = [name for name in KNOWN if name not in done]
+    if pending and not done:
+        foreign = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename LIMIT 1", (schema,)
+        ).fetchone()
+        if foreign is not None:
+            raise SchemaError(
+                f"schema {schema!r} is not a transcript store (it has table {foreign[0]!r} and no "
+                "transcript-store migrations); name another with ?schema=NAME"
+            )
+        if not can_migrate:
+            raise StoreUnavailable(
+                f"there is no transcript store in schema {schema!r} (a read-only open never creates one)"
+            )
+    if pending and not can_migrate:
+        raise SchemaError(
+            f"schema {schema!r} needs migration {pending[0]!r}; open it once read-write to migrate it "
+            "(a read-only open never migrates)"
+        )
+    return pending
+
+
+def migrate(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
+    """Create the schema if need be and apply pending migrations in one transaction, under the
+    advisory lock (the check is made again once it is held: another worker may have migrated)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(schema),))
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        pending = check(conn, schema, can_migrate=True)
+        if not pending:
+            return
+        if not applied(conn, schema):
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {}.{} (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+                    "migration_set text NOT NULL, name text NOT NULL, "
+                    "applied_at timestamptz NOT NULL DEFAULT now(), UNIQUE (migration_set, name))"
+                ).format(sql.Identifier(schema), sql.Identifier(MIGRATIONS_TABLE))
+            )
+        record = sql.SQL("INSERT INTO {}.{} (migration_set, name) VALUES (%s, %s)").format(
+            sql.Identifier(schema), sql.Identifier(MIGRATIONS_TABLE)
+        )
+        for name, statements in MIGRATIONS:
+            if name in pending:
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute(record, (MIGRATION_SET, name))
+
+
+def guard_problems(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> list[tuple[str, str]]:
+    """(code, detail) for each guard trigger that is missing, disabled or changed, for each guard
+    function whose body was changed, and for each trigger on the log's tables this release did not
+    create (it could change or drop a write)."""
+    rows = conn.execute(
+        "SELECT t.tgname, c.relname, t.tgenabled, p.proname FROM pg_trigger AS t "
+        "JOIN pg_class AS c ON c.oid = t.tgrelid JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+        "JOIN pg_proc AS p ON p.oid = t.tgfoid WHERE n.nspname = %s AND NOT t.tgisinternal",
+        (schema,),
+    ).fetchall()
+    found = {str(name): (str(table), str(enabled), str(function)) for name, table, enabled, function in rows}
+    problems = []
+    for name, (table, _, _, function) in GUARDS.items():
+        present = found.get(name)
+        if present is None:
+            problems.append(("guard_missing", f"trigger {name} was dropped"))
+        elif present[1] == "D":
+            problems.append(("guard_changed", f"trigger {name} is disabled"))
+        elif present[0] != table or present[2] != function:
+            problems.append(("guard_changed", f"trigger {name} does not do what it must"))
+    for name in sorted(found.keys() - GUARDS.keys()):
+        if found[name][0] in LOG_TABLES:
+            problems.append(("schema_foreign", f"trigger {name} was not created by transcript-store"))
+    sources: dict[object, object] = dict(
+        conn.execute(
+            "SELECT p.proname, p.prosrc FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = %s AND p.proname = ANY(%s)",
+            (schema, list(GUARD_FUNCTIONS)),
+        ).fetchall()  # type: ignore[arg-type]
+    )
+    for function, created in (
+        ("transcript_refuse_edit", REFUSE_FUNCTION),
+        ("transcript_head_forward", FORWARD_FUNCTION),
+    ):
+        body = created.split("$$")[1]
+        if sources.get(function) != body:
+            problems.append(("guard_changed", f"function {function} does not do what it must"))
+    return problems
+
+
+def foreign_triggers(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> list[str]:
+    """Triggers on the log's tables that this release did not create: no write is made while one is
+    there (it could change or drop the rows)."""
+    return [detail for code, detail in guard_problems(conn, schema) if code == "schema_foreign"]

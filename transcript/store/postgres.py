@@ -1,0 +1,436 @@
+"""The PostgreSQL recorder: the same rows as the SQLite file, in one schema of a server many workers
+share — SQL only.
+
+Every insert is one transaction that first moves each session's head from the one the writer names
+(optimistic concurrency across hosts: a concurrent writer of the same session waits on the head's row
+lock, then finds the head moved and gets `ConflictError`, nothing of its write stored). Guard triggers
+make the server refuse edits of stored rows. A connection lost while a commit was sent is resolved by
+reading the session's head on a new connection, never by writing again; when the server cannot be
+reached to tell, the error says the outcome is unknown. What the rows mean is the event log's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
+
+import psycopg
+
+from transcript.model.errors import (
+    CommitOutcomeUnknown,
+    ConflictError,
+    InvalidArgument,
+    StoreCorrupted,
+    StoreReadOnly,
+    StoreUnavailable,
+)
+from transcript.store import pgconnect, pgschema
+from transcript.store.port import SearchHit
+from transcript.store.recorder import (
+    BodyRow,
+    BodyTaken,
+    Capabilities,
+    EventRow,
+    Kinds,
+    Problem,
+    RecorderWrite,
+    SessionRow,
+    StorageCheck,
+)
+
+_IN_CHUNK: Final = 500
+_EVENT_COLUMNS: Final = "version, kind, seq, message_id, recorded_at, payload, hash"
+_BODY_COLUMNS: Final = "message_id, hash, tokenizer, tokens, body, digest"
+_KINDS: Final = {
+    "all": "",
+    "appends": " AND kind = 'message_appended'",
+    # Word for word the partial index's condition, so a cold open reads marks by that index.
+    "others": " AND kind <> 'message_appended'",
+}
+_TITLE: Final = """coalesce((
+        SELECT t.payload::json ->> 'title' FROM events AS t
+        WHERE t.session_id = h.session_id AND t.kind IN ('session_started', 'title_set')
+          AND t.payload::json ->> 'title' IS NOT NULL
+        ORDER BY t.version DESC LIMIT 1
+    ), (
+        SELECT substr(btrim(b.body::json #>> '{parts,0,text}', E' \\t\\n\\r'), 1, 80)
+        FROM events AS a JOIN bodies AS b ON b.message_id = a.message_id
+        WHERE a.session_id = h.session_id AND a.kind = 'message_appended'
+          AND b.body::json ->> 'role' = 'user' AND b.body::json -> 'kind' IS NULL
+          AND b.body::json #>> '{parts,0,kind}' = 'text'
+        ORDER BY a.version LIMIT 1
+    ), '')"""
+_SESSIONS: Final = f"""
+    SELECT h.session_id,
+        (SELECT count(*) FROM events AS e WHERE e.session_id = h.session_id AND e.kind = 'message_appended'),
+        h.version, h.hash, {_TITLE}
+    FROM heads AS h ORDER BY h.session_id COLLATE "C"
+"""
+_CURSOR_SNAPSHOT: Final = "SELECT pg_current_snapshot()::text"
+_OWN_SNAPSHOT: Final = "SELECT pg_current_xact_id()::text, pg_current_snapshot()::text"
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+class PostgresRecorder:
+    """A store in one schema of a PostgreSQL database. Use `open_backend("postgresql://…")`. Its
+    connection may be used from any thread, one at a time (the event log above it takes care of that)."""
+
+    capabilities: Final = Capabilities(enforced_append_only=True, durable=True, search=False, sql_views=False)
+    # Every store it writes was made by this release: each append carries its record digest.
+    attestation_due: Final = False
+
+    def __init__(self, target: pgconnect.Target, conn: Connection, *, readonly: bool, timeout: float) -> None:
+        self._target = target
+        self._conn: Connection | None = conn
+        # A recorder dropped without `close()` still lets its connection go.
+        self._finalizer = weakref.finalize(self, _close_all, [conn])
+        self._timeout = timeout
+        self.readonly = readonly
+        self._reading = 0
+        self._resolved = itertools.count(1)
+        # Triggers on the log's tables this release did not make, found at open: no write while any is.
+        self._foreign: list[str] = []
+
+    @property
+    def location(self) -> str:
+        """The store's URL, its password (if any) shown as `***`."""
+        return self._target.redacted
+
+    @property
+    def schema(self) -> str:
+        return self._target.schema
+
+    @classmethod
+    def open(
+        cls,
+        location: str,
+        *,
+        readonly: bool = False,
+        timeout: float = 5.0,
+        synchronous: str = "FULL",
+        verifying: bool = False,
+    ) -> PostgresRecorder:
+        """Connect and (unless read-only) create or migrate the store's schema. `synchronous` `NORMAL`
+        or `OFF` commits without waiting for the WAL flush (a server crash may lose the last commits,
+        never half of one). `verifying` opens it for `verify`: read-only, never migrated, a schema
+        this release does not know still opened."""
+        target = pgconnect.parse(location)._replace(durable=synchronous.upper() in ("FULL", "EXTRA"))
+        conn = pgconnect.connect(target, readonly=readonly, timeout=timeout)
+        foreign: list[str] = []
+        try:
+            with pgconnect.translated(f"opening {target.redacted}", target.secret):
+                (encoding,) = conn.execute("SHOW server_encoding").fetchone() or ("",)
+                if encoding != "UTF8":
+                    raise StoreUnavailable(
+                        f"{target.redacted}: the database's encoding is {encoding}; a transcript store "
+                        "keeps text as UTF-8 (create the database with ENCODING 'UTF8')"
+                    )
+                if not verifying:
+                    pending = pgschema.check(conn, target.schema, can_migrate=not readonly)
+                    if pending:
+                        pgschema.migrate(conn, target.schema)
+                    foreign = pgschema.foreign_triggers(conn, target.schema)
+        except BaseException:
+            conn.close()
+            raise
+        recorder = cls(target, conn, readonly=readonly, timeout=timeout)
+        recorder._foreign = foreign
+        return recorder
+
+    def close(self) -> None:
+        """Close the connection. Committed work is already durable; nothing else is pending."""
+        self._finalizer()
+        self._conn = None
+
+    def __repr__(self) -> str:
+        return f"<PostgresRecorder {self.location!r} {'read-only' if self.readonly else 'read-write'}>"
+
+    def _connection(self) -> Connection:
+        """The open connection; a new one when the last was lost (a server restart, a network cut),
+        never inside a read block, whose snapshot is then gone."""
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        if conn is not None and self._reading:
+            raise StoreUnavailable(f"{self.location}: the connection was lost during a read")
+        if conn is not None:
+            conn.close()
+        self._conn = pgconnect.connect(self._target, readonly=self.readonly, timeout=self._timeout)
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _close_all, [self._conn])
+        return self._conn
+
+    def _all(self, action: str, query: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        with pgconnect.translated(action, self._target.secret):
+            return self._connection().execute(query, params).fetchall()
+
+    # Reads.
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """A repeatable-read transaction: every statement inside sees the same committed state."""
+        if self._reading:
+            self._reading += 1
+            try:
+                yield
+            finally:
+                self._reading -= 1
+            return
+        with pgconnect.translated("reading the store", self._target.secret):
+            self._connection().execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self._reading = 1
+        try:
+            yield
+        finally:
+            self._reading = 0
+            conn = self._conn
+            if conn is not None and not conn.closed and not conn.broken:
+                with pgconnect.translated("reading the store", self._target.secret):
+                    conn.execute("ROLLBACK")
+
+    def head(self, session_id: str) -> tuple[int, str] | None:
+        rows = self._all(
+            f"reading session {session_id!r}",
+            "SELECT version, hash FROM heads WHERE session_id = %s",
+            (session_id,),
+        )
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def heads(self) -> dict[str, tuple[object, object]]:
+        rows = self._all("reading heads", "SELECT session_id, version, hash FROM heads")
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+    def events(
+        self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
+    ) -> Iterator[EventRow]:
+        rows = self._all(
+            f"reading session {session_id!r}",
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = %s AND version > %s AND version <= %s"
+            + _KINDS[kinds]
+            + " ORDER BY version",
+            (session_id, after, until if until is not None else 2**62),
+        )
+        return map(EventRow._make, rows)
+
+    def history(self, session_id: str) -> Iterator[tuple[int, int | None, str | None]]:
+        rows = self._all(
+            f"reading session {session_id!r}",
+            "SELECT version, seq, message_id FROM events "
+            "WHERE session_id = %s AND kind = 'message_appended' ORDER BY version",
+            (session_id,),
+        )
+        return iter(rows)
+
+    def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
+        """The stored bodies with these ids, a chunk at a time (each decoded before the next is read)."""
+        for start in range(0, len(message_ids), _IN_CHUNK):
+            chunk = list(message_ids[start : start + _IN_CHUNK])
+            rows = self._all(
+                "reading bodies", f"SELECT {_BODY_COLUMNS} FROM bodies WHERE message_id = ANY(%s)", (chunk,)
+            )
+            yield from map(BodyRow._make, rows)
+
+    def sessions(self) -> list[SessionRow]:
+        return list(map(SessionRow._make, self._all("listing sessions", _SESSIONS)))
+
+    def scan_bodies(self) -> Iterator[tuple[object, ...]]:
+        return iter(self._all("reading bodies", f"SELECT {_BODY_COLUMNS} FROM bodies ORDER BY id"))
+
+    def scan_events(self) -> Iterator[tuple[object, ...]]:
+        return iter(
+            self._all(
+                "reading events",
+                f'SELECT session_id, {_EVENT_COLUMNS} FROM events ORDER BY session_id COLLATE "C", version',
+            )
+        )
+
+    def change_token(self) -> str | tuple[str, int]:
+        """The server's current snapshot: it changes when any transaction of the cluster ends, so a
+        commit by any worker is never missed (another database's commit only costs a re-read)."""
+        ((token,),) = self._all("checking for changes", _CURSOR_SNAPSHOT)
+        return str(token)
+
+    def search(self, phrase: str, *, session_id: str | None, limit: int) -> list[SearchHit]:
+        raise InvalidArgument(f"{self.location}: the PostgreSQL recorder keeps no full-text index yet")
+
+    # The one write.
+
+    def insert(self, writes: Sequence[RecorderWrite]) -> str | tuple[str, int]:
+        """Store every write in one transaction, or nothing (see `Recorder.insert`)."""
+        if self.readonly:
+            raise StoreReadOnly(f"{self.location} is open read-only; nothing was written")
+        if self._foreign:
+            raise StoreCorrupted(
+                f"{self.location}: {self._foreign[0]} (added by someone else, or damaged); writes are "
+                "refused while it is there (reads work; `transcript verify` lists the schema)"
+            )
+        conn = self._connection()
+        secret = self._target.secret
+        committing = False
+        try:
+            with pgconnect.translated("writing to the store", secret):
+                conn.execute("BEGIN")
+                for write in writes:
+                    self._insert(conn, write)
+                # Taken before the commit: a worker's commit that lands after it changes the token.
+                ((xid, before),) = conn.execute(_OWN_SNAPSHOT).fetchall()
+                committing = True
+                with conn.pipeline():
+                    conn.execute("COMMIT")
+                    after = conn.execute(_CURSOR_SNAPSHOT)
+                ((now,),) = after.fetchall()
+        except BaseException as exc:
+            if committing and isinstance(exc.__cause__, psycopg.Error) and conn.broken:
+                return self._resolve(writes)
+            self._rollback(conn)
+            raise
+        # The snapshot after the commit, when nothing but this write ended meanwhile: the session that
+        # folds it is then current, and its next check reads nothing again.
+        return str(now) if _ended_between(str(before), str(now)) == {int(xid)} else str(before)
+
+    def _rollback(self, conn: Connection) -> None:
+        if (
+            not conn.closed
+            and not conn.broken
+            and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        ):
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("ROLLBACK")
+
+    def _resolve(self, writes: Sequence[RecorderWrite]) -> tuple[str, int]:
+        """The connection was lost while the commit was sent: read on a new connection whether each
+        session's last event is stored (its hash names this very write); never write again."""
+        try:
+            written = [
+                write
+                for write in writes
+                if write.events
+                and self._all(
+                    "reading the outcome of a commit",
+                    "SELECT 1 FROM events WHERE session_id = %s AND version = %s AND hash = %s",
+                    (write.session_id, write.events[-1].version, write.events[-1].hash),
+                )
+            ]
+        except StoreUnavailable as exc:
+            raise CommitOutcomeUnknown(
+                f"{self.location}: the connection was lost while the write was committed, and the server "
+                f"cannot be reached to tell whether it was stored ({exc}); reopen the session and read "
+                "its head before writing again"
+            ) from None
+        if len(written) == len([w for w in writes if w.events]):
+            return ("resolved", next(self._resolved))  # a token no snapshot equals: read again
+        if not written:
+            raise StoreUnavailable(
+                f"{self.location}: the connection was lost while the write was committed; it was not "
+                "stored (nothing was written)"
+            )
+        raise StoreCorrupted(f"{self.location}: a write was stored in part (a server fault)")
+
+    def _insert(self, conn: Connection, write: RecorderWrite) -> None:
+        session_id, (version, head_hash), bodies, events = write
+        if not events:
+            return
+        last = events[-1]
+        if version:
+            moved = conn.execute(
+                "UPDATE heads SET version = %s, hash = %s "
+                "WHERE session_id = %s AND version = %s AND hash = %s",
+                (last.version, last.hash, session_id, version, head_hash),
+            ).rowcount
+        else:
+            moved = conn.execute(
+                "INSERT INTO heads (session_id, version, hash) VALUES (%s, %s, %s) "
+                "ON CONFLICT (session_id) DO NOTHING",
+                (session_id, last.version, last.hash),
+            ).rowcount
+        if moved != 1:
+            now = (self._head_in(conn, session_id) or (0, ""))[0]
+            raise ConflictError(
+                f"session {session_id!r} is at version {now}, this write expected {version}; "
+                "nothing was written (catch up and retry)"
+            )
+        with conn.cursor() as cursor:
+            if bodies:
+                try:
+                    cursor.executemany(
+                        "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body, digest) "
+                        "VALUES (%s, %s, %s, %s, %s, %s)",
+                        [
+                            (b.message_id, b.hash, b.tokenizer, _text(b.tokens), _text(b.body), b.digest)
+                            for b in bodies
+                        ],
+                    )
+                except psycopg.errors.UniqueViolation:
+                    raise BodyTaken(
+                        f"session {session_id!r}: a body was stored by another writer meanwhile"
+                    ) from None
+            try:
+                cursor.executemany(
+                    "INSERT INTO events "
+                    "(session_id, version, kind, seq, message_id, recorded_at, payload, hash) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    [
+                        (
+                            session_id,
+                            e.version,
+                            e.kind,
+                            e.seq,
+                            e.message_id,
+                            e.recorded_at,
+                            _text(e.payload),
+                            e.hash,
+                        )
+                        for e in events
+                    ],
+                )
+            except psycopg.errors.UniqueViolation:
+                raise ConflictError(f"session {session_id!r} moved on while this write was made") from None
+
+    @staticmethod
+    def _head_in(conn: Connection, session_id: str) -> tuple[int, str] | None:
+        row = conn.execute("SELECT version, hash FROM heads WHERE session_id = %s", (session_id,)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    # The server's own checks, for `verify`.
+
+    def storage_check(self) -> StorageCheck:
+        """The migrations recorded, and the guard triggers and their functions."""
+        conn = self._connection()
+        with pgconnect.translated(f"verifying {self.location}", self._target.secret):
+            applied = tuple(pgschema.applied(conn, self.schema))
+            if applied != pgschema.KNOWN:
+                detail = f"migrations {list(applied)} recorded, this release expects {list(pgschema.KNOWN)}"
+                return StorageCheck(applied, [Problem(code="schema", detail=detail)], [], [])
+            after = [
+                Problem(code=code, detail=detail)
+                for code, detail in pgschema.guard_problems(conn, self.schema)
+            ]
+        return StorageCheck(applied, [], [], after)
+
+
+def _close_all(connections: list[Connection]) -> None:
+    for conn in connections:
+        conn.close()
+
+
+def _ended_between(before: str, after: str) -> set[int] | None:
+    """The transactions a snapshot `after` sees ended that `before` did not (None: too many to list).
+
+    A snapshot `xmin:xmax:xip,...` sees every transaction below `xmax` but those in progress (`xip`)."""
+    _, top, running = before.split(":")
+    _, now_top, now_running = after.split(":")
+    first, last = int(top), int(now_top)
+    if last - first > 64:
+        return None
+    was = {int(x) for x in running.split(",") if x}
+    still = {int(x) for x in now_running.split(",") if x}
+    return {x for x in was | set(range(first, last)) if x < last and x not in still}
+
+
+def _text(value: bytes | str) -> str:
+    """JSON as the text column stores it (the UTF-8 bytes the hashes cover, decoded)."""
+    return value.decode() if isinstance(value, bytes) else value
