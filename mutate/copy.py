@@ -63,6 +63,41 @@ def restore_session(
     return session_id
 
 
+def copy_session(
+    store: EventStore,
+    state: SessionState,
+    counter: TokenCounter,
+    *,
+    before_write: Callable[[], None] | None = None,
+) -> str:
+    """Store an exported session as the very same log: its id, events, event times and so every hash,
+    after the checks a restore makes (the document must chain to the head it states). Returns the
+    id; `ConflictError` when the store already has a session of that id."""
+    if store.head(state.session_id)[0]:
+        raise ConflictError(
+            f"session {state.session_id!r} already exists in {store.path}; nothing was written"
+        )
+    bodies = {body.message.id: body for body in (_restored(item, counter) for item in state.bodies)}
+    _check_log([record.version for record in state.events], [record.event for record in state.events], bodies)
+    if before_write is not None:
+        before_write()
+    if state.events:
+        head = _chained(state)
+        write = SessionWrite(
+            state.session_id,
+            0,
+            [record.event for record in state.events],
+            bodies,
+            recorded_at=[record.recorded_at for record in state.events],
+        )
+        writer_for(store).commit([write])
+        if store.head(state.session_id)[1] != head:
+            raise InvalidMessage(
+                f"session {state.session_id!r}: the copy does not chain to the exported head"
+            )
+    return state.session_id
+
+
 def _chained(state: SessionState) -> str:
     """The head the document's events chain to under its session's id, as the exporting store chained
     them; a document that states another head was edited since (`InvalidMessage`)."""

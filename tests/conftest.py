@@ -93,6 +93,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if corruption is not None and corruption.OUTCOMES:
         counts = ", ".join(f"{name} {count}" for name, count in corruption.OUTCOMES.items())
         terminalreporter.write_line(f"byte flips: {counts}")
+    fleet = sys.modules.get("tests.test_fleet")
+    if fleet is not None and fleet.FLEET:
+        terminalreporter.write_line("fleet: " + ", ".join(f"{k} {v}" for k, v in fleet.FLEET.items()))
     lifecycle = sys.modules.get("tests.test_lifecycle")
     if lifecycle is not None:
         count = lifecycle.FRESH_REOPENS["compacted"]

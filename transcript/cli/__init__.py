@@ -47,6 +47,7 @@ for command in (
     sessions.import_,
     sessions.show,
     sessions.export,
+    sessions.copy,
     sessions.search,
     compaction.compact,
     compaction.compacts,

@@ -7,7 +7,6 @@ Exit codes are named here: domain failures exit 1, bad usage 2, a check that fou
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
 import click
@@ -15,7 +14,7 @@ import click
 from projection.view import View
 from transcript.cli.output import FORMATS, message_lines, safe, to_builtins
 from transcript.session.store import Store
-from transcript.store.location import ENV_VAR, default_path
+from transcript.store.location import ENV_VAR, absent, default_path
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
@@ -32,7 +31,7 @@ def db_option(function: F) -> F:
         "db_path",
         default=None,
         metavar="PATH",
-        help=f"Store file (default: ${ENV_VAR} or ./transcript.db).",
+        help=f"Store file or postgresql:// URL (default: ${ENV_VAR} or ./transcript.db).",
     )(function)
 
 
@@ -58,7 +57,7 @@ def format_option(function: F) -> F:
 def open_store(db_path: str | None, *, readonly: bool = False, must_exist: bool = True) -> Store:
     """The store of `--db`; a missing file is a clear error for commands that only read."""
     path = db_path or default_path()
-    if must_exist and path != ":memory:" and not Path(path).exists():
+    if must_exist and absent(path):
         raise click.ClickException(f"no store at {path} (set --db or ${ENV_VAR})")
     return Store.open(path, readonly=readonly)
 

@@ -130,7 +130,9 @@ class Store:
         """Import a recorded session file (all its sessions in one transaction); see `transcript.formats`."""
         return import_file(self.events, self.counter, path, format)
 
-    def restore(self, state: SessionState, *, session_id: str | None = None, **settings: Any) -> Transcript:
+    def restore(
+        self, state: SessionState, *, session_id: str | None = None, exact: bool = False, **settings: Any
+    ) -> Transcript:
         """Rebuild an exported session (`Transcript.export_state()`) in this file, in one transaction.
 
         The session must not exist yet; its view is the exported one, byte for byte. The document is
@@ -138,8 +140,12 @@ class Store:
         events against the head it states, and its log folded as a resumed process would fold it
         (`transcript.session.restoring`). The copy records the original's re-derived head, which
         then vouches for it: `verify(expect_heads={copy: original_head})`.
+
+        `exact=True` stores the very same log instead (what `transcript copy` does between stores):
+        the same session id, events and event times, so the same hashes and head, and no record of the
+        restore; `export_state()` of the copy is the document again.
         """
-        from mutate.copy import restore_session
+        from mutate.copy import copy_session, restore_session
         from transcript.session.restoring import check_candidate
 
         if not isinstance(state, SessionState):
@@ -147,6 +153,12 @@ class Store:
         check_settings(**settings)
         target = session_id if session_id is not None else state.session_id
         check_session_id(target)
+        check_flag(exact, "exact")
+        if exact:
+            if target != state.session_id:
+                raise InvalidArgument("an exact copy keeps the session's id (its hashes cover it)")
+            copy_session(self.events, state, self.counter, before_write=lambda: check_candidate(state))
+            return self.session(target, **settings)
         restore_session(self.events, state, target, self.counter, before_write=lambda: check_candidate(state))
         return self.session(target, **settings)
 

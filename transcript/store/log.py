@@ -237,8 +237,11 @@ class EventLog:
                 for row in self.recorder.events(session_id, until=until)
             ]
             ids = [r.event.message_id for r in records if isinstance(r.event, MessageAppended)]
-            bodies = self._read_bodies(ids)
-        return records, bodies
+            found = self._read_bodies(ids)
+        # In the order the log first appends them, whatever order the backend returned them in.
+        return records, {
+            message_id: found[message_id] for message_id in dict.fromkeys(ids) if message_id in found
+        }
 
     @_serialized
     def tokenizers(self, message_ids: Sequence[str]) -> dict[str, str]:
@@ -322,8 +325,15 @@ class EventLog:
         """
         if not is_writer(writer):
             refuse_mutator_events(writes)
+            if any(write.recorded_at for write in writes):
+                raise WriteRefused(
+                    "events keep the times of another log only in the mutator's copies of it; "
+                    "nothing was written"
+                )
         else:
             refuse_unexplained_marks(writes)
+        for write in writes:
+            _check_times(write)
         if self.readonly:
             raise StoreReadOnly(f"{self.path} is open read-only; nothing was written")
         recorded_at = datetime.now(UTC).isoformat(timespec="microseconds")
@@ -359,7 +369,7 @@ class EventLog:
         self, write: SessionWrite, recorded_at: str, adding: dict[str, BodyRow]
     ) -> tuple[RecorderWrite, dict[str, tuple[int, ...]]]:
         """One session's write as rows, after the checks: its head, its bodies, its events."""
-        session_id, expected_version, events, bodies = write
+        session_id, expected_version, events, bodies, times = write
         head = self._heads.get(session_id)
         if head is None or head[0] != expected_version:
             head = self.head(session_id)
@@ -372,9 +382,11 @@ class EventLog:
         appended = [event for event in events if isinstance(event, MessageAppended)]
         new_bodies, reused, records = self._new_bodies(appended, bodies, adding) if appended else ([], {}, {})
         rows = []
-        for event in events:
+        for position, event in enumerate(events):
             if isinstance(event, MessageAppended):
                 event = _with_record(event, records[event.message_id])
+            if times:
+                recorded_at = times[position]
             version += 1
             payload = _payload(event)
             prev = event_hash(prev, session_id, version, recorded_at, payload)
@@ -503,6 +515,30 @@ def _open_private(path: str, flags: int) -> int:
         raise
     except OSError as exc:
         raise InvalidArgument(f"cannot open the head anchor {path}: {exc.strerror}") from exc
+
+
+def _check_times(write: SessionWrite) -> None:
+    """Times kept from another log: one per event, each as a log writes them (ISO 8601 with an
+    offset; not necessarily in order, as the clocks of several writers need not agree); else
+    `InvalidArgument` and nothing is written."""
+    times = write.recorded_at
+    if not times:
+        return
+    if len(times) != len(write.events):
+        raise InvalidArgument(
+            f"session {write.session_id!r}: {len(times)} event times for {len(write.events)} events; "
+            "nothing was written"
+        )
+    for at in times:
+        try:
+            when = datetime.fromisoformat(at) if isinstance(at, str) else None
+        except ValueError:
+            when = None
+        if when is None or when.tzinfo is None:
+            raise InvalidArgument(
+                f"session {write.session_id!r}: event time {at!r} is not an ISO time with an offset; "
+                "nothing was written"
+            )
 
 
 def _with_record(event: MessageAppended, digest: str) -> MessageAppended:

@@ -80,6 +80,9 @@ class SessionWrite(NamedTuple):
     expected_version: int
     events: Sequence[Event]
     bodies: Mapping[str, NewBody]
+    # Each event's time as an exact copy of a log keeps it (the mutator's copies only); by default
+    # every event of a commit gets the time it commits.
+    recorded_at: Sequence[str] = ()
 
 
 class Committed(NamedTuple):
