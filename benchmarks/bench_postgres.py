@@ -20,6 +20,7 @@ Not part of the test suite: speed is measured here, never asserted in tests.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import statistics
 import sys
@@ -43,8 +44,8 @@ from transcript.model.codec import normalize_message  # noqa: E402
 
 SESSION = "bench"
 _FLOOR_TABLES = (
-    "CREATE TABLE bodies (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, message_id text UNIQUE NOT NULL, "
-    "body text NOT NULL, hash text NOT NULL)",
+    "CREATE TABLE bodies (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+    "message_id text UNIQUE NOT NULL, body text NOT NULL, hash text NOT NULL)",
     "CREATE TABLE events (session_id text, version bigint, message_id text, payload text NOT NULL, "
     "hash text NOT NULL, PRIMARY KEY (session_id, version))",
     "CREATE TABLE heads (session_id text PRIMARY KEY, version bigint NOT NULL, hash text NOT NULL)",
@@ -77,7 +78,7 @@ class Floor:
         self.conn = psycopg.connect(self.conninfo, autocommit=True, options="-c search_path=floor")
         self.conn.execute("CREATE SCHEMA floor")
         for statement in _FLOOR_TABLES:
-            self.conn.execute(statement)  # type: ignore[arg-type]
+            self.conn.execute(statement)
         self.version = 0
         self.head = ""
 
@@ -90,14 +91,17 @@ class Floor:
         head = self.head
         for message_id, _, body_hash in rows:
             self.version += 1
-            payload = msgspec.json.encode({"kind": "message_appended", "message_id": message_id, "hash": body_hash})
+            payload = msgspec.json.encode(
+                {"kind": "message_appended", "message_id": message_id, "hash": body_hash}
+            )
             head = hashlib.sha256(head.encode() + payload).hexdigest()
             events.append((SESSION, self.version, message_id, payload.decode(), head))
         with self.conn.transaction():
             cursor = self.conn.cursor()
             cursor.executemany("INSERT INTO bodies (message_id, body, hash) VALUES (%s, %s, %s)", rows)
             cursor.executemany(
-                "INSERT INTO events (session_id, version, message_id, payload, hash) VALUES (%s, %s, %s, %s, %s)",
+                "INSERT INTO events (session_id, version, message_id, payload, hash) "
+                "VALUES (%s, %s, %s, %s, %s)",
                 events,
             )
             self.conn.execute(
@@ -133,6 +137,14 @@ def timed(run: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def _loop_turn(transcript: Transcript) -> Callable[[list[Message]], None]:
+    def turn(messages: list[Message]) -> None:
+        transcript.append_turn(messages)
+        transcript.visible_messages()
+
+    return turn
+
+
 def library_cold(location: str) -> None:
     with Transcript.open(location, session_id=SESSION, tokenizer="chars/4") as transcript:
         transcript.visible_messages()
@@ -161,15 +173,10 @@ def measure(cluster: Cluster, work: Path, size: int, repeats: int, probe: int) -
     for rep in range(repeats):
         turns = probe_turns(1000 + rep, probe)
         for name, transcript in live.items():
-
-            def turn(messages: list[Message], t: Transcript = transcript) -> None:
-                t.append_turn(messages)
-                t.visible_messages()
-
-            results.setdefault(f"{name} turn", []).append(per_turn(turn, turns))
+            results.setdefault(f"{name} turn", []).append(per_turn(_loop_turn(transcript), turns))
         results.setdefault("floor turn", []).append(per_turn(floor.append, turns))
         for name, location in stores.items():
-            results.setdefault(f"{name} cold", []).append(timed(lambda loc=location: library_cold(loc)))
+            results.setdefault(f"{name} cold", []).append(timed(functools.partial(library_cold, location)))
         results.setdefault("floor cold", []).append(timed(floor.cold))
     for transcript in live.values():
         transcript.close()

@@ -41,6 +41,7 @@ SIM = "sim/sweagent_marshmallow-1867_fc"
 BUDGET = 3_500  # about 45% of the run's final view: micro and full compaction both happen
 MODEL_CALLS = 13  # assistant messages of the marshmallow run
 SPEC_COMMANDS = {
+    "copy",  # issue 28: sessions between stores of either kind (SQLite, PostgreSQL)
     "search",  # issue 12: opt-in full-text search
     "import",
     "simulate",
@@ -1169,6 +1170,11 @@ SCRIPT_CASES: list[tuple[str, list[str], Callable[[str], bool]]] = [
     ("checkpoint", ["checkpoint", "--format", "json"], lambda out: "goal" in json.loads(out)),
     ("status", ["status", "--format", "json"], lambda out: json.loads(out)["session_id"] == SIM),
     ("stats", ["stats", "--format", "json"], lambda out: json.loads(out)["session"] == SIM),
+    (
+        "copy",
+        ["copy", "{db}", "copied.db", "--format", "json"],
+        lambda out: {row["outcome"] for row in json.loads(out)} == {"copied"},
+    ),
 ]
 
 
@@ -1188,7 +1194,7 @@ def test_every_command_runs_as_the_script(
     writable: Path, tmp_path: Path, name: str, args: list[str], check: Callable[[str], bool]
 ) -> None:
     db = tmp_path / "fresh.db" if name == "demo" else writable
-    done = _script(args, tmp_path, db)
+    done = _script([arg.replace("{db}", str(db)) for arg in args], tmp_path, db)
     assert done.returncode == EXIT_OK, done.stderr
     assert check(done.stdout), done.stdout
     assert "Traceback" not in done.stderr
