@@ -34,6 +34,7 @@ from transcript.store.recorder import (
     BodyTaken,
     Capabilities,
     EventRow,
+    HistoryRow,
     Kinds,
     Problem,
     RecorderWrite,
@@ -216,14 +217,16 @@ class PostgresRecorder:
         )
         return map(EventRow._make, rows)
 
-    def history(self, session_id: str) -> Iterator[tuple[int, int | None, str | None]]:
+    def history(self, session_id: str) -> Iterator[HistoryRow]:
+        """The session's history with each append's body, in order: one join."""
         rows = self._all(
             f"reading session {session_id!r}",
-            "SELECT version, seq, message_id FROM events "
-            "WHERE session_id = %s AND kind = 'message_appended' ORDER BY version",
+            "SELECT e.version, e.seq, e.message_id, b.body, b.tokens FROM events AS e "
+            "LEFT JOIN bodies AS b ON b.message_id = e.message_id "
+            "WHERE e.session_id = %s AND e.kind = 'message_appended' ORDER BY e.version",
             (session_id,),
         )
-        return iter(rows)
+        return map(HistoryRow._make, rows)
 
     def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
         """The stored bodies with these ids, a chunk at a time (each decoded before the next is read)."""
