@@ -4,8 +4,9 @@ A throwaway cluster (fsync on, Unix socket) is started and stopped by the script
 seeded synthetic agent session is loaded into a PostgreSQL store, a SQLite file and the floor's
 tables; then, interleaved over the repetitions, each runs the same fresh turns:
 
-- per turn: `append_turn` + `visible_messages()` through the public API (a loop's per-turn path), vs
-  the floor: plain psycopg storing the same rows (body, event, head) in one transaction per turn;
+- per turn: `append_turn` through the public API (the turn's write: checks, hashes, counts, the
+  transaction), vs the floor: plain psycopg storing the same rows (bodies, events, head) in one
+  transaction per turn; and `append_turn` + `visible_messages()` (a loop's whole per-turn path);
 - cold open: `Transcript.open` + the first `visible_messages()`, vs the floor reading the session's
   bodies in order and decoding them with msgspec.
 
@@ -137,10 +138,11 @@ def timed(run: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def _loop_turn(transcript: Transcript) -> Callable[[list[Message]], None]:
+def _loop_turn(transcript: Transcript, *, view: bool) -> Callable[[list[Message]], None]:
     def turn(messages: list[Message]) -> None:
         transcript.append_turn(messages)
-        transcript.visible_messages()
+        if view:
+            transcript.visible_messages()
 
     return turn
 
@@ -172,9 +174,14 @@ def measure(cluster: Cluster, work: Path, size: int, repeats: int, probe: int) -
     results: dict[str, list[float]] = {}
     for rep in range(repeats):
         turns = probe_turns(1000 + rep, probe)
+        viewed = probe_turns(5000 + rep, probe)
         for name, transcript in live.items():
-            results.setdefault(f"{name} turn", []).append(per_turn(_loop_turn(transcript), turns))
+            results.setdefault(f"{name} turn", []).append(per_turn(_loop_turn(transcript, view=False), turns))
+            results.setdefault(f"{name} turn+view", []).append(
+                per_turn(_loop_turn(transcript, view=True), viewed)
+            )
         results.setdefault("floor turn", []).append(per_turn(floor.append, turns))
+        results.setdefault("floor turn+view", []).append(per_turn(floor.append, viewed))
         for name, location in stores.items():
             results.setdefault(f"{name} cold", []).append(timed(functools.partial(library_cold, location)))
         results.setdefault("floor cold", []).append(timed(floor.cold))
@@ -195,18 +202,18 @@ def main() -> None:
     binaries = bin_dir()
     if binaries is None:
         sys.exit("PostgreSQL server binaries not found (Debian's postgresql-15, or set $PG_BIN)")
-    print(f"{'size':>6} {'path':<15} {'median ms':>10} {'spread ms':>16} {'/ floor':>8}")
+    print(f"{'size':>6} {'path':<19} {'median ms':>10} {'spread ms':>16} {'/ floor':>8}")
     with tempfile.TemporaryDirectory() as work, Cluster(binaries, durable=True) as cluster:
         for size in sizes:
             results = measure(cluster, Path(work), size, repeats, probe)
-            for kind in ("turn", "cold"):
+            for kind in ("turn", "turn+view", "cold"):
                 floor = statistics.median(results[f"floor {kind}"])
                 for name in ("postgres", "sqlite", "floor"):
                     values = results[f"{name} {kind}"]
                     median = statistics.median(values)
                     spread = f"{min(values) * 1e3:.2f}-{max(values) * 1e3:.2f}"
                     ratio = f"{median / floor:.2f}x" if name != "floor" else ""
-                    print(f"{size:>6} {name + ' ' + kind:<15} {median * 1e3:>10.2f} {spread:>16} {ratio:>8}")
+                    print(f"{size:>6} {name + ' ' + kind:<19} {median * 1e3:>10.2f} {spread:>16} {ratio:>8}")
 
 
 if __name__ == "__main__":
