@@ -18,7 +18,7 @@ from projection.wire.anthropic import (
 from projection.wire.check import ANTHROPIC_ID, WireProblem, check_anthropic_request, check_openai_request
 from projection.wire.common import IMAGE_TYPES, InvalidView, wire_call_ids
 from projection.wire.openai import encode_openai, from_openai, to_openai
-from projection.wire.responses import from_responses, to_responses
+from projection.wire.responses import from_responses, message_items, to_responses
 from projection.wire.usage import usage_of
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "from_anthropic",
     "from_openai",
     "from_responses",
+    "message_items",
     "to_anthropic",
     "to_openai",
     "to_responses",

@@ -60,15 +60,25 @@ def to_responses(view: common.HasMessages | Sequence[Message]) -> list[dict[str,
     messages = common.sendable(view)
     items: list[dict[str, Any]] = []
     for message, wire_ids in zip(messages, common.wire_call_ids(messages), strict=True):
-        if message.role == "tool":
-            items.extend(_result(r, wire_ids[r.call_id]) for r in message.tool_results)
-        elif message.role == "assistant":
-            items.extend(_assistant(message, wire_ids))
-        else:
-            developer = message.role == "system" and (message.metadata or {}).get("role") == "developer"
-            role = "developer" if developer else "system" if message.role == "system" else "user"
-            items.append({"role": role, "content": _content(message.parts)})
+        items.extend(_items(message, wire_ids))
     return items
+
+
+def message_items(message: Message) -> list[dict[str, Any]]:
+    """One message as `to_responses` renders it, its call ids as stored: for a caller that assembles
+    the input itself (the Agents SDK adapter) and keeps the pairing of calls and results."""
+    ids = {r.call_id: r.call_id for r in message.tool_results} | {c.id: c.id for c in message.tool_calls}
+    return _items(message, ids)
+
+
+def _items(message: Message, wire_ids: dict[str, str]) -> list[dict[str, Any]]:
+    if message.role == "tool":
+        return [_result(r, wire_ids[r.call_id]) for r in message.tool_results]
+    if message.role == "assistant":
+        return _assistant(message, wire_ids)
+    developer = message.role == "system" and (message.metadata or {}).get("role") == "developer"
+    role = "developer" if developer else "system" if message.role == "system" else "user"
+    return [{"role": role, "content": _content(message.parts)}]
 
 
 def _content(parts: Sequence[Part]) -> str | list[dict[str, Any]]:

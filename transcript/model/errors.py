@@ -45,6 +45,10 @@ class InvalidSession(TranscriptError, ValueError):
     """A session id is malformed (empty, too long, or not valid Unicode)."""
 
 
+class SessionClosed(InvalidSession):
+    """The adapter's session was closed: open it again to go on."""
+
+
 class SessionNotFound(TranscriptError, KeyError):
     """No session with this id exists in the store."""
 

@@ -2,7 +2,8 @@
 
 Every change to a session is one of these: an append (the history), a mark, a compaction record, the
 provider caps in force, a fork's origin, a served-view record, the host's running processes, a model
-call's billed usage. Flags are the fold of mark events (`apply_mark`): marks only ever go forward.
+call's billed usage, a retraction. Flags are the fold of mark events (`apply_mark`): marks only ever
+go forward.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class MessageMarked(_Event, tag="message_marked", frozen=True):
 
     A directive, once written, is kept — unless a later mark `supersedes` it, which `mutate` writes
     only for a stored directive that cannot be used (unknown version, wrong id, does not render).
+    A retraction (`retracted`, always with `excluded`) takes a message back: see `RetractionRecorded`.
     """
 
     message_id: str
@@ -54,6 +56,7 @@ class MessageMarked(_Event, tag="message_marked", frozen=True):
     excluded: bool = False
     projection: ProjectionDirective | None = None
     supersedes: bool = False
+    retracted: bool = False
 
 
 class MessagesExcluded(_Event, tag="messages_excluded", frozen=True):
@@ -149,6 +152,16 @@ class ImportRecorded(_Event, tag="import_recorded", frozen=True):
     superseded: tuple[str, ...] = ()
 
 
+class RetractionRecorded(_Event, tag="retraction_recorded", frozen=True):
+    """The session's owner took messages back (`reason`: `pop_item`, `clear_session`, ...): the
+    retraction marks right before this record, in the same commit, name `message_ids`. Nothing is
+    deleted: every later view leaves them out, replay of an earlier point still shows them."""
+
+    message_ids: tuple[str, ...]
+    reason: str
+    source: str = ""
+
+
 class CapsSet(_Event, tag="caps_set", frozen=True):
     """The provider capabilities the session's views render with from here on."""
 
@@ -226,6 +239,7 @@ Event: TypeAlias = (
     | ProcessesSet
     | ImportRecorded
     | UsageRecorded
+    | RetractionRecorded
 )
 
 EVENT_ENCODER: Final = msgspec.json.Encoder()
@@ -243,4 +257,5 @@ def apply_mark(flags: MessageFlags, mark: MessageMarked) -> MessageFlags:
         truncated=flags.truncated or mark.truncated,
         excluded=flags.excluded or mark.excluded,
         projection=projection,
+        retracted=flags.retracted or mark.retracted,
     )

@@ -47,11 +47,16 @@ class ProjectionDirective(Value, frozen=True):
 
 
 class MessageFlags(Value, frozen=True):
-    """The marks of a message in one session: the fold of that session's mark events."""
+    """The marks of a message in one session: the fold of that session's mark events.
+
+    `retracted`: the session's owner took the message back (an Agents SDK `pop_item`, a cleared
+    session); it is excluded too, so no view shows it, and it is no longer part of the owner's history.
+    """
 
     truncated: bool = False
     excluded: bool = False
     projection: ProjectionDirective | None = None
+    retracted: bool = False
 
 
 NO_FLAGS: Final = MessageFlags()

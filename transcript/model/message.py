@@ -26,6 +26,8 @@ ROLES: Final = ("system", "user", "assistant", "tool")
 _JSON: Final = msgspec.json.Encoder()
 # The text of the error result that answers a tool call whose execution never reported back.
 INTERRUPTED_RESULT: Final = "tool execution was interrupted"
+# The text of the result that closes a call whose step its owner took back (`Transcript.retract`).
+RETRACTED_RESULT: Final = "tool call was retracted"
 
 
 class _Part(Value, tag_field="kind", frozen=True):

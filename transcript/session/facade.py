@@ -51,8 +51,9 @@ from transcript.model.events import (
     TitleSet,
     UsageRecorded,
 )
+from transcript.model.history import check_order
 from transcript.model.ids import check_session_id as check_session_id, new_message_id, utc_now
-from transcript.model.message import INTERRUPTED_RESULT, Message, opening_title
+from transcript.model.message import INTERRUPTED_RESULT, RETRACTED_RESULT, Message, opening_title
 from transcript.model.processes import ProcessSnapshot, process_line
 from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry, TranscriptSnapshot
@@ -285,6 +286,13 @@ class Transcript:
         self._sync()
         return tuple(self._live.pending)
 
+    @property
+    @_locked
+    def pending_tools(self) -> dict[str, str]:
+        """The tool calls of the last step that have no result yet: call id -> tool name."""
+        self._sync()
+        return dict(self._live.pending)
+
     def append(self, message: Message) -> Message:
         """Append one message (a transaction of its own); returns it as stored."""
         return self.append_turn([message])[0]
@@ -431,6 +439,56 @@ class Transcript:
             for call_id, name in self._live.pending.items()
         ]
         return self.append_turn(repairs) if repairs else []
+
+    @_locked
+    def retract(
+        self, message_ids: Sequence[str], *, reason: str, then: Sequence[Message] = ()
+    ) -> list[Message]:
+        """Take messages back, as a framework that owns the conversation does (the Agents SDK's
+        `pop_item`, `clear_session`): each is marked `retracted`, left out of every later view and
+        kept in the store (`replay` of an earlier point still shows it), in one transaction with a
+        record saying why (`reason`). Calls the retracted messages leave unanswered get synthetic
+        results, retracted at once; `then` are messages appended in their place in the same write.
+        Returns the messages of `then` as stored. An id that is not in the session, or is already
+        retracted, is `InvalidArgument`, and nothing is written."""
+        from mutate.retract import commit_retraction, retraction_events
+
+        if isinstance(message_ids, (str, bytes)) or not isinstance(message_ids, Sequence):
+            raise InvalidArgument(f"retract takes a list of message ids, not {type(message_ids).__name__}")
+        check_text("reason", reason, limit=1_000)
+        self._sync()
+        live = self._live
+        ids = list(dict.fromkeys(message_ids))
+        for message_id in ids:
+            position = live.positions.get(message_id) if isinstance(message_id, str) else None
+            if position is None:
+                raise InvalidArgument(
+                    f"no message {message_id!r} in session {self.session_id!r}; nothing was written"
+                )
+            if live.entries[position].flags.retracted:
+                raise InvalidArgument(f"message {message_id!r} is already retracted; nothing was written")
+        if not ids:
+            raise InvalidArgument("retract takes at least one message id; nothing was written")
+        taken = set(ids)
+        closing = [
+            prepare(Message.tool_result(call_id, RETRACTED_RESULT, name=name, is_error=True), self.counter)
+            for call_id, name in live.pending.items()
+            if live.entries[live.step_starts[-1]].message.id in taken
+        ]
+        later = [counted(prepare(message, self.counter, count=False), self.counter) for message in then]
+        pending = dict(live.pending)
+        if closing:
+            pending = {}
+        check_order(pending, (body.message for body in later))
+        events = retraction_events(ids, len(live.entries), closing, later, reason=reason)
+        bodies = {body.message.id: body for body in [*closing, *later]}
+        try:
+            written = commit_retraction(self.events, self.session_id, live.version, events, bodies)
+        except ConflictError:
+            self._sync(force=True)
+            raise
+        self._fold(written.versioned(), written.bodies, written.token)
+        return [body.message for body in later]
 
     @_locked
     def messages(self) -> TranscriptSnapshot:

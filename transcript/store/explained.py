@@ -5,9 +5,10 @@ The single mutator writes marks only together with what explains them: a micro s
 a full step's exclusions right before the summary it appends (the round's product, which only the
 mutator may append; its record follows); an imported compaction's likewise; the records an import
 keeps out of the view and the synthetic results it supersedes before the import's record
-(`ImportRecorded`, which names them, later in the same commit). A full step's exclusions may be one
-`MessagesExcluded` event: it is explained as its exclusion marks are, by the summary right after it
-(an import never writes one). Between a mark and its round's record
+(`ImportRecorded`, which names them, later in the same commit); an owner's retraction marks before
+the record that names them (`RetractionRecorded`, in the same commit). A full step's exclusions may
+be one `MessagesExcluded` event: it is explained as its exclusion marks are, by the summary right
+after it (an import never writes one). Between a mark and its round's record
 only marks, appends and usage records may come. The previous release committed a step's marks and its
 record one after the other, and a fork of it may have copied a step without its record: such logs pass
 unchanged. The log refuses a write holding a mark nothing explains; `verify` names one (a mark written
@@ -25,6 +26,7 @@ from transcript.model.events import (
     MessageAppended,
     MessageMarked,
     MessagesExcluded,
+    RetractionRecorded,
     UsageRecorded,
 )
 
@@ -74,6 +76,13 @@ def unexplained_marks(
                 ):
                     yield item
             for_import = []
+        elif isinstance(event, RetractionRecorded):
+            retracted = set(event.message_ids)
+            for item in [*for_import, *pending]:
+                mark = item[1]
+                if not (isinstance(mark, MessageMarked) and _retracts_only(mark) and mark.message_id in retracted):
+                    yield item
+            for_import = []
         else:
             yield from pending
         pending, run = [], []
@@ -84,4 +93,8 @@ def unexplained_marks(
 def _excludes_only(mark: MessageMarked | MessagesExcluded) -> bool:
     if isinstance(mark, MessagesExcluded):
         return True
-    return mark.excluded and not mark.truncated and mark.projection is None
+    return mark.excluded and not mark.truncated and mark.projection is None and not mark.retracted
+
+
+def _retracts_only(mark: MessageMarked) -> bool:
+    return mark.retracted and mark.excluded and not mark.truncated and mark.projection is None

@@ -23,6 +23,7 @@ from transcript.model.events import (
     MessageAppended,
     MessageMarked,
     MessagesExcluded,
+    RetractionRecorded,
 )
 from transcript.model.message import Message
 
@@ -233,13 +234,15 @@ class EventStore(Protocol):
 
 
 def is_mutator_event(event: Event, bodies: Mapping[str, NewBody]) -> bool:
-    """Whether only the mutator may write this event: a mark, a compaction or import record, a summary
-    append.
+    """Whether only the mutator may write this event: a mark, a compaction, import or retraction record,
+    a summary append.
 
     An append whose body is not given counts as one too: without the body nobody can tell it is not a
     summary (only the mutator's copies of a log append bodies the store already holds).
     """
-    if isinstance(event, (MessageMarked, MessagesExcluded, CompactionRecorded, ImportRecorded)):
+    if isinstance(
+        event, (MessageMarked, MessagesExcluded, CompactionRecorded, ImportRecorded, RetractionRecorded)
+    ):
         return True
     if isinstance(event, MessageAppended):
         body = bodies.get(event.message_id)
