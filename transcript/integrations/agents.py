@@ -17,7 +17,7 @@ import copy
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Self
 
 import msgspec
 
@@ -81,7 +81,7 @@ class TranscriptSession:
         session_id: str,
         session_settings: SessionSettings | None = None,
         **settings: Any,
-    ) -> TranscriptSession:
+    ) -> Self:
         """Open a store file and one of its sessions (`settings` as for `Transcript.open`)."""
         return cls(
             await AsyncTranscript.open(path, session_id=session_id, **settings),
@@ -439,9 +439,24 @@ def _served_items(transcript: Transcript, given: Sequence[Any]) -> list[Any]:
     not hold (what the SDK has not stored yet), in their order."""
     view = transcript.visible_messages(record=True)
     items = _view_items(transcript, view)
-    stored = {_fingerprint(item) for item in _owned_items(transcript, None)}
+    return _without_orphans(items + [copy.deepcopy(item) for item in _unstored(transcript, given)])
+
+
+def _unstored(transcript: Transcript, given: Sequence[Any]) -> Sequence[Any]:
+    """The items of `given` after the last one this session holds. The SDK's input ends with the
+    session's latest item, or with the few items it has not written yet, so the search goes from the
+    end and stops at once; only an input that does not hold the latest item (a host's own
+    `session_input_callback`) is compared with as many stored items as it has."""
+    tail = _owned_items(transcript, 1)
+    if not tail or not given:
+        return given
+    latest = _fingerprint(tail[0])
+    for k in range(len(given) - 1, -1, -1):
+        if _fingerprint(given[k]) == latest:
+            return given[k + 1 :]
+    stored = {_fingerprint(item) for item in _owned_items(transcript, len(given))}
     last = max((k for k, item in enumerate(given) if _fingerprint(item) in stored), default=-1)
-    return _without_orphans(items + [copy.deepcopy(item) for item in given[last + 1 :]])
+    return given[last + 1 :]
 
 
 def _view_items(transcript: Transcript, view: View) -> list[Any]:
@@ -449,7 +464,7 @@ def _view_items(transcript: Transcript, view: View) -> list[Any]:
     for message in view.messages:
         kept = (message.metadata or {}).get(ITEMS_KEY)
         entry = transcript.entry(message.id) if isinstance(kept, list) else None
-        if entry is not None and entry.message == message:
+        if isinstance(kept, list) and entry is not None and entry.message == message:
             items.extend(copy.deepcopy(kept))  # shown as stored: the very items the SDK wrote
         else:
             items.extend(message_items(message))
