@@ -401,13 +401,27 @@ def _owned_items(transcript: Transcript, limit: int | None) -> list[dict[str, An
 
 
 def _pop(transcript: Transcript) -> Any | None:
-    for entry in reversed(transcript.messages().entries):
+    """Retract the latest item. An item of a step (a model output or a tool output) takes its whole
+    step back — a call never stays without its result in the view — and the step's other items are
+    appended again in the same write, so `get_items` shows all but the popped one."""
+    entries = transcript.messages().entries
+    for at in range(len(entries) - 1, -1, -1):
+        entry = entries[at]
         kept = (entry.message.metadata or {}).get(ITEMS_KEY)
         if entry.flags.retracted or not isinstance(kept, list) or not kept:
             continue
-        popped, rest = kept[-1], kept[:-1]
-        then = items_to_messages(rest) if rest else []
-        transcript.retract([entry.message.id], reason="pop_item", then=then)
+        step = [entry]
+        if entry.message.role in ("assistant", "tool"):
+            start = next(k for k in range(at, -1, -1) if entries[k].message.role == "assistant")
+            step = [
+                e
+                for e in entries[start:]
+                if not e.flags.retracted and e.message.role in ("assistant", "tool")
+            ]
+        items = [item for e in step for item in (e.message.metadata or {}).get(ITEMS_KEY) or ()]
+        popped = items.pop()
+        then = items_to_messages(items) if items else []
+        transcript.retract([e.message.id for e in step], reason="pop_item", then=then)
         return copy.deepcopy(popped)
     return None
 

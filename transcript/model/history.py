@@ -8,7 +8,7 @@ a batch with `check_order`, so no path can store a history a provider would refu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from transcript.model.errors import InvalidMessage
 from transcript.model.message import Message, ToolCall, ToolResult
@@ -57,3 +57,25 @@ def check_order(pending: Mapping[str, str], messages: Iterable[Message]) -> dict
 
 def _names(pending: Mapping[str, str]) -> str:
     return ", ".join(repr(call_id) for call_id in pending) or "none"
+
+
+def split_pair(history: Iterable[tuple[Message, bool]], taken: Collection[str]) -> str | None:
+    """Why taking the messages `taken` out of a history would split a call from its result, or None.
+
+    `history` is every message in order with whether it is already out of the view (excluded). A
+    result and its call go together or stay together; what is already excluded does not count.
+    """
+    caller: dict[str, str] = {}  # call id -> the id of the message that made it, in this step
+    for message, excluded in history:
+        if message.role == "assistant":
+            caller = {} if excluded else {call.id: message.id for call in message.tool_calls}
+        elif message.role == "tool" and not excluded:
+            for result in message.tool_results:
+                call = caller.get(result.call_id)
+                if call is not None and (call in taken) != (message.id in taken):
+                    gone, kept = (call, message.id) if call in taken else (message.id, call)
+                    return (
+                        f"taking back message {gone!r} would leave message {kept!r} with half of call "
+                        f"{result.call_id!r}: take a call and its results back together"
+                    )
+    return None

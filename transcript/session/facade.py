@@ -51,7 +51,7 @@ from transcript.model.events import (
     TitleSet,
     UsageRecorded,
 )
-from transcript.model.history import check_order
+from transcript.model.history import check_order, split_pair
 from transcript.model.ids import check_session_id as check_session_id, new_message_id, utc_now
 from transcript.model.message import INTERRUPTED_RESULT, RETRACTED_RESULT, Message, opening_title
 from transcript.model.processes import ProcessSnapshot, process_line
@@ -450,7 +450,8 @@ class Transcript:
         record saying why (`reason`). Calls the retracted messages leave unanswered get synthetic
         results, retracted at once; `then` are messages appended in their place in the same write.
         Returns the messages of `then` as stored. An id that is not in the session, or is already
-        retracted, is `InvalidArgument`, and nothing is written."""
+        retracted, or a retraction that would part a call from its result (the view would break the
+        providers' pairing rule), is `InvalidArgument`, and nothing is written."""
         from mutate.retract import commit_retraction, retraction_events
 
         if isinstance(message_ids, (str, bytes)) or not isinstance(message_ids, Sequence):
@@ -470,6 +471,9 @@ class Transcript:
         if not ids:
             raise InvalidArgument("retract takes at least one message id; nothing was written")
         taken = set(ids)
+        split = split_pair(((e.message, e.flags.excluded) for e in live.entries), taken)
+        if split is not None:
+            raise InvalidArgument(f"{split}; nothing was written")
         closing = [
             prepare(Message.tool_result(call_id, RETRACTED_RESULT, name=name, is_error=True), self.counter)
             for call_id, name in live.pending.items()
