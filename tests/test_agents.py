@@ -20,6 +20,7 @@ pytest.importorskip("agents")
 
 from agents import Agent, Runner, set_tracing_disabled
 
+from tests import agents_loop
 from tests.agents_loop import TURNS, WINDOW_TOKENS, ScriptedModel, deploy, read_file
 from tests.conftest import PROJECT_ROOT, PYTHON
 from transcript import Transcript
@@ -52,8 +53,7 @@ def _inputs(log: Path) -> list[dict[str, Any]]:
 
 
 def test_a_run_killed_mid_way_resumes_in_a_new_process_with_the_same_model_inputs(tmp_path: Path) -> None:
-    through = _loop(tmp_path / "through.db", tmp_path / "through.log", "through")
-    assert through.returncode == 0, through.stderr
+    asyncio.run(agents_loop.main(str(tmp_path / "through.db"), tmp_path / "through.log", "through"))
     killed = _loop(tmp_path / "resumed.db", tmp_path / "resumed.log", "kill")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     before_kill = len(_inputs(tmp_path / "resumed.log"))

@@ -267,6 +267,15 @@ TABLE: dict[str, Row] = {
         lambda w: {"record": False},
     ),
     "Transcript.entry": (Transcript.entry, lambda w: w.t.entry, lambda w: {"message_id": "x"}),
+    "Transcript.retract": (
+        Transcript.retract,
+        lambda w: w.t.retract,
+        lambda w: {
+            "message_ids": [m.id for m in w.t.stored_messages() if m.role in ("assistant", "tool")][-2:],
+            "reason": "pop_item",
+            "then": [Message.user("again")],
+        },
+    ),
     "Transcript.record_usage": (
         Transcript.record_usage,
         lambda w: w.t.record_usage,

@@ -104,7 +104,8 @@ def test_a_pending_call_taken_back_is_closed_and_a_new_turn_may_follow(db_path: 
         ([], "at least one"),
         ("abc", "a list of message ids"),
         (["no-such-message"], "no message 'no-such-message'"),
-        ([42], "no message 42"),
+        ([42], r"message_ids\[0\] must be"),
+        ([["a"]], r"message_ids\[0\] must be"),
     ],
 )
 def test_bad_retractions_are_typed_errors(db_path: Path, ids: object, match: str) -> None:

@@ -30,7 +30,7 @@ from planner.micro import MicroPlan
 from planner.trigger import check_budget
 from projection.caps import caps_for
 from projection.view import View
-from transcript.model.arguments import check_callable, check_flag, check_type
+from transcript.model.arguments import check_callable, check_flag, check_items, check_type
 from transcript.model.checkpoint import to_markdown
 from transcript.model.errors import (
     ConflictError,
@@ -456,12 +456,13 @@ class Transcript:
 
         if isinstance(message_ids, (str, bytes)) or not isinstance(message_ids, Sequence):
             raise InvalidArgument(f"retract takes a list of message ids, not {type(message_ids).__name__}")
+        then = check_items(then, Message, "then")
         check_text("reason", reason, limit=1_000)
         self._sync()
         live = self._live
-        ids = list(dict.fromkeys(message_ids))
+        ids = list(dict.fromkeys(check_items(message_ids, str, "message_ids")))
         for message_id in ids:
-            position = live.positions.get(message_id) if isinstance(message_id, str) else None
+            position = live.positions.get(message_id)
             if position is None:
                 raise InvalidArgument(
                     f"no message {message_id!r} in session {self.session_id!r}; nothing was written"
