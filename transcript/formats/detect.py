@@ -10,7 +10,8 @@ document by its top-level shape: SWE-agent (`history` + `trajectory`), mini-swe-
 `action`/`observation`), and chat messages — OpenAI's (`openai-json`) when provider-specific fields say
 so, else Anthropic's (an object with `messages`, or a list of `{role, content}`). A one-line
 `{"messages": [...]}` fits both chat line formats: provider-specific fields decide, then the file
-extension. Anything else raises `FormatError` naming the formats tried and what the file looked like.
+extension. An SQLite database is `llm`'s logs.db (`llm-logs`). Anything else raises `FormatError`
+naming the formats tried and what the file looked like.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import msgspec
 
 from transcript.formats.base import FormatError
 from transcript.formats.codex import LINE_TYPES as _CODEX_TYPES
-from transcript.formats.files import as_path
+from transcript.formats.files import as_path, read_file
+from transcript.formats.llm_logs import SQLITE_HEADER as _SQLITE_HEADER
 from transcript.formats.mini_swe_agent import FORMAT_PREFIX as _MINI_SWE_AGENT_PREFIX
 from transcript.formats.pairing import decode_json, read_bytes
 from transcript.formats.registry import IMPORTERS
@@ -43,6 +45,8 @@ _ANTHROPIC_BLOCKS: Final = frozenset(
 def detect(path: str | Path) -> str:
     """The name of the importer (a key of `transcript.formats.IMPORTERS`) that reads this file."""
     path = as_path(path)
+    if read_file(path, peek=len(_SQLITE_HEADER)) == _SQLITE_HEADER:
+        return "llm-logs"  # the one database format: llm's logs.db
     data = read_bytes(path)
     lines = list(islice(_lines(data), _SNIFF_LINES))
     if not lines:

@@ -18,4 +18,5 @@ IMPORTERS: Final = {
     "openai-jsonl": "transcript.formats.openai_chat",
     "openai-json": "transcript.formats.openai_chat:parse_document",
     "anthropic-json": "transcript.formats.anthropic_messages",
+    "llm-logs": "transcript.formats.llm_logs",
 }

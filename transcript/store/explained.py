@@ -80,7 +80,9 @@ def unexplained_marks(
             retracted = set(event.message_ids)
             for item in [*for_import, *pending]:
                 mark = item[1]
-                if not (isinstance(mark, MessageMarked) and _retracts_only(mark) and mark.message_id in retracted):
+                if not (
+                    isinstance(mark, MessageMarked) and _retracts_only(mark) and mark.message_id in retracted
+                ):
                     yield item
             for_import = []
         else:
