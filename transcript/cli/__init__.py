@@ -2,7 +2,7 @@
 
 Results go to stdout (`--format text|json|jsonl` where the output is data), progress and warnings to
 stderr; exit codes are named in `transcript.cli.options`. Commands live in modules by subject
-(`sessions`, `compaction`, `history`) and are registered here; none of them imports this module.
+(`sessions`, `compaction`, `history`, `serve`) and are registered here; none of them imports this module.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from transcript.cli import compaction, history, sessions
+from transcript.cli import compaction, history, serve, sessions
 from transcript.cli.output import safe
 from transcript.model.errors import TranscriptError
 
@@ -59,6 +59,7 @@ for command in (
     history.demo,
     history.fork,
     history.verify,
+    serve.mcp_command,
 ):
     cli.add_command(command)
 

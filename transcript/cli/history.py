@@ -13,6 +13,7 @@ import msgspec
 from planner.config import CompactConfig
 from planner.economics import PRICING_PRESETS, CachePricing
 from planner.peers import PEERS, Peer
+from projection.view import View
 from transcript.cli.options import (
     EXIT_CHECK_FAILED,
     db_option,
@@ -100,26 +101,34 @@ def _print_view(store: Store, sid: str, at: str, wire: str, fmt: str) -> None:
     emit(view_data(view), fmt, text=view_lines(view, header))
 
 
-def _diff(store: Store, sid: str, points: tuple[str, str], fmt: str) -> None:
+def diff_data(store: Store, sid: str, points: tuple[str, str]) -> tuple[dict[str, Any], View, View]:
+    """What changed in the view between two points (ids removed, added, rendered differently), with
+    the two views."""
     before = view_at(store.events, sid, shown_point(store, sid, points[0]))
     after = view_at(store.events, sid, shown_point(store, sid, points[1]))
     old = {m.id: m for m in before.messages}
     new = {m.id: m for m in after.messages}
-    removed = [i for i in old if i not in new]
-    added = [i for i in new if i not in old]
-    changed = [i for i in new if i in old and msgspec.json.encode(old[i]) != msgspec.json.encode(new[i])]
     data = {
         "from": points[0],
         "to": points[1],
         "tokens": [before.tokens, after.tokens],
-        "removed": removed,
-        "added": added,
-        "changed": changed,
+        "removed": [i for i in old if i not in new],
+        "added": [i for i in new if i not in old],
+        "changed": [
+            i for i in new if i in old and msgspec.json.encode(old[i]) != msgspec.json.encode(new[i])
+        ],
     }
+    return data, before, after
+
+
+def _diff(store: Store, sid: str, points: tuple[str, str], fmt: str) -> None:
+    data, before, after = diff_data(store, sid, points)
+    old = {m.id: m for m in before.messages}
+    new = {m.id: m for m in after.messages}
     lines = [f"{points[0]} -> {points[1]}: {before.tokens:,} -> {after.tokens:,} tokens"]
-    lines += [f"  - {safe(i)}  {old[i].role}" for i in removed]
-    lines += [f"  + {safe(i)}  {new[i].role} ({new[i].kind})" for i in added]
-    lines += [f"  ~ {safe(i)}  {new[i].role}: rendered differently" for i in changed]
+    lines += [f"  - {safe(i)}  {old[i].role}" for i in data["removed"]]
+    lines += [f"  + {safe(i)}  {new[i].role} ({new[i].kind})" for i in data["added"]]
+    lines += [f"  ~ {safe(i)}  {new[i].role}: rendered differently" for i in data["changed"]]
     emit(data, fmt, text=lines)
 
 

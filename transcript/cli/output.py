@@ -86,10 +86,15 @@ def to_builtins(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
+def json_text(data: Any) -> str:
+    """Data as the JSON text `--format json` prints (the MCP server's tools answer the same)."""
+    return _ENCODER.encode(to_builtins(data)).decode()
+
+
 def emit(data: Any, fmt: str, *, text: Iterable[str] | None = None) -> None:
     """Write data to stdout as `json` (one document), `jsonl` (one line per row) or text lines."""
     if fmt == "json":
-        echo_json(_ENCODER.encode(to_builtins(data)).decode())
+        echo_json(json_text(data))
     elif fmt == "jsonl":
         rows = data if isinstance(data, (list, tuple)) else [data]
         for row in rows:
