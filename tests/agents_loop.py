@@ -18,6 +18,7 @@ import os
 import signal
 import sqlite3
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,14 @@ def deploy(target: str) -> str:
     return f"deployed to {target}"
 
 
+async def _fails(run: Awaitable[Any], error: type[BaseException], otherwise: str) -> None:
+    try:
+        await run
+    except error:
+        return
+    raise SystemExit(otherwise)
+
+
 async def main(db: str, log: Path, mode: str) -> None:
     set_tracing_disabled(True)
     session = await AckLost.open(db, session_id="agents-run", timeout=0.2)
@@ -144,21 +153,13 @@ async def main(db: str, log: Path, mode: str) -> None:
             state.approve(interruption)
         lock = sqlite3.connect(db, isolation_level=None)
         lock.execute("BEGIN IMMEDIATE")  # another writer: the resumed write fails once
-        try:
-            await Runner.run(agent, state, session=session, run_config=config, hooks=session.hooks())
-        except StoreLocked:
-            pass
-        else:
-            raise SystemExit("the locked write did not fail")
+        run = Runner.run(agent, state, session=session, run_config=config, hooks=session.hooks())
+        await _fails(run, StoreLocked, "the locked write did not fail")
         lock.execute("ROLLBACK")
         lock.close()
         session.lose_next = True
-        try:
-            await Runner.run(agent, state, session=session, run_config=config, hooks=session.hooks())
-        except ConnectionResetError:
-            pass
-        else:
-            raise SystemExit("the lost acknowledgement did not fail the run")
+        run = Runner.run(agent, state, session=session, run_config=config, hooks=session.hooks())
+        await _fails(run, ConnectionResetError, "the lost acknowledgement did not fail the run")
         await Runner.run(agent, state, session=session, run_config=config, hooks=session.hooks())
     for turn in range(first, TURNS):
         result = await Runner.run(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from tests.conftest import PROJECT_ROOT, PYTHON
 from transcript import Message, Store, Transcript
 from transcript.model import (
     CompactionRecorded,
@@ -130,3 +133,15 @@ def reading_session(goal: str, **settings: Any) -> Transcript:
     t.append(Message.user(goal))
     grow_reads(t, 20)
     return t
+
+
+def run_loop(module: str, db: Path, log: Path, mode: str) -> subprocess.CompletedProcess[str]:
+    """Run one of the framework loop scripts (`tests.agents_loop`, `tests.langchain_loop`) in a new
+    process: `python -m MODULE DB LOG MODE`."""
+    return subprocess.run(
+        [PYTHON, "-m", module, str(db), str(log), mode],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

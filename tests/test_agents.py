@@ -10,7 +10,6 @@ import asyncio
 import itertools
 import json
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from agents import Agent, Runner, set_tracing_disabled
 
 from tests import agents_loop
 from tests.agents_loop import TURNS, WINDOW_TOKENS, ScriptedModel, deploy, read_file
-from tests.conftest import PROJECT_ROOT, PYTHON
+from tests.helpers import run_loop
 from transcript import Transcript
 from transcript.integrations.agents import ITEMS_KEY, TranscriptSession
 from transcript.model.errors import (
@@ -38,26 +37,16 @@ from transcript.store.verify import verify
 set_tracing_disabled(True)
 
 
-def _loop(db: Path, log: Path, mode: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "tests.agents_loop", str(db), str(log), mode],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def _inputs(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
 def test_a_run_killed_mid_way_resumes_in_a_new_process_with_the_same_model_inputs(tmp_path: Path) -> None:
     asyncio.run(agents_loop.main(str(tmp_path / "through.db"), tmp_path / "through.log", "through"))
-    killed = _loop(tmp_path / "resumed.db", tmp_path / "resumed.log", "kill")
+    killed = run_loop("tests.agents_loop", tmp_path / "resumed.db", tmp_path / "resumed.log", "kill")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     before_kill = len(_inputs(tmp_path / "resumed.log"))
-    resumed = _loop(tmp_path / "resumed.db", tmp_path / "resumed.log", "resume")
+    resumed = run_loop("tests.agents_loop", tmp_path / "resumed.db", tmp_path / "resumed.log", "resume")
     assert resumed.returncode == 0, resumed.stderr  # the SDK's checks of its resumed write passed
 
     expected = (tmp_path / "through.log").read_text().splitlines()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
 import warnings
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from tests import langchain_loop
-from tests.conftest import PROJECT_ROOT, PYTHON
+from tests.helpers import run_loop
 from tests.langchain_loop import TURNS, WINDOW_TOKENS, agent_for
 from transcript import Transcript
 from transcript.integrations.langchain import (
@@ -44,22 +43,12 @@ from transcript.session.replay import check_served, view_at
 from transcript.store.verify import verify
 
 
-def _loop(db: Path, log: Path, mode: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "tests.langchain_loop", str(db), str(log), mode],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_an_agent_killed_mid_turn_resumes_in_a_new_process_with_the_same_model_inputs(tmp_path: Path) -> None:
     langchain_loop.main(str(tmp_path / "through.db"), tmp_path / "through.log", "through")
-    killed = _loop(tmp_path / "resumed.db", tmp_path / "resumed.log", "kill")
+    killed = run_loop("tests.langchain_loop", tmp_path / "resumed.db", tmp_path / "resumed.log", "kill")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     before_kill = (tmp_path / "resumed.log").read_text().splitlines()
-    resumed = _loop(tmp_path / "resumed.db", tmp_path / "resumed.log", "resume")
+    resumed = run_loop("tests.langchain_loop", tmp_path / "resumed.db", tmp_path / "resumed.log", "resume")
     assert resumed.returncode == 0, resumed.stderr
 
     expected = (tmp_path / "through.log").read_text().splitlines()

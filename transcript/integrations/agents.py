@@ -31,10 +31,9 @@ except ImportError as exc:  # pragma: no cover - the extra is not installed
         "transcript.integrations.agents needs the OpenAI Agents SDK: pip install 'transcript-store[agents]'"
     ) from exc
 
-from planner.config import CompactConfig
-from planner.summary import Summarizer
 from projection.view import View
 from projection.wire import from_responses, message_items
+from transcript.integrations.rounds import ROUND_KEYS, RoundSettings
 from transcript.model.errors import InvalidArgument, InvalidMessage, SessionClosed, UnsupportedItem
 from transcript.model.message import INTERRUPTED_RESULT, Message, TextPart
 from transcript.model.usage import Usage
@@ -143,58 +142,31 @@ class TranscriptSession:
 
         await off_loop(clear)
 
-    def model_input_filter(
-        self,
-        *,
-        window_tokens: int,
-        overhead_tokens: int = 0,
-        calibrated: bool = False,
-        config: CompactConfig | None = None,
-        summarizer: Summarizer | None = None,
-    ) -> ModelInputFilter:
+    def model_input_filter(self, *, window_tokens: int, **settings: Any) -> ModelInputFilter:
         """A `RunConfig.call_model_input_filter`: before every model call, one compaction round with
-        the window less the agent's instructions, its tool schemas and `overhead_tokens`; it records
-        the view served (for `replay --verify` and the usage the hooks record) and returns it as the
-        model's input, followed by any input items not stored in this session."""
-        if isinstance(window_tokens, bool) or not isinstance(window_tokens, int) or window_tokens <= 0:
-            raise InvalidArgument(f"window_tokens is a whole number > 0, not {window_tokens!r}")
+        the window less the agent's instructions, its tool schemas and `overhead_tokens` (`settings`:
+        those of `RoundSettings`); it records the view served (for `replay --verify` and the usage the
+        hooks record) and returns it as the model's input, followed by any input items not stored in
+        this session."""
+        rounds = RoundSettings.of(window_tokens=window_tokens, **settings)
 
         async def model_input(data: CallModelData[Any]) -> ModelInputData:
             transcript = self._sync
             instructions = data.model_data.instructions
             tools = await data.agent.get_all_tools(RunContextWrapper(context=data.context))
-            host = await off_loop(_host_tokens, transcript, instructions, tools)
-            await self.transcript.compact(
-                window_tokens=window_tokens,
-                overhead_tokens=host + overhead_tokens,
-                calibrated=calibrated,
-                config=config,
-                summarizer=summarizer,
-            )
+            await rounds.arun(self.transcript, await off_loop(_host_tokens, transcript, instructions, tools))
             served = await off_loop(_served_items, transcript, data.model_data.input)
             return ModelInputData(input=served, instructions=instructions)
 
         return model_input
 
-    def run_config(
-        self,
-        *,
-        window_tokens: int,
-        overhead_tokens: int = 0,
-        calibrated: bool = False,
-        config: CompactConfig | None = None,
-        summarizer: Summarizer | None = None,
-        **run_config: Any,
-    ) -> RunConfig:
-        """A `RunConfig` whose model-input filter is `model_input_filter(...)` (other fields as given)."""
-        run_config["call_model_input_filter"] = self.model_input_filter(
-            window_tokens=window_tokens,
-            overhead_tokens=overhead_tokens,
-            calibrated=calibrated,
-            config=config,
-            summarizer=summarizer,
-        )
-        return RunConfig(**run_config)
+    def run_config(self, *, window_tokens: int, **options: Any) -> RunConfig:
+        """A `RunConfig` whose model-input filter is `model_input_filter(...)`: the options a round
+        takes (`RoundSettings`) go to it, the others to `RunConfig`."""
+        rounds = {key: value for key, value in options.items() if key in ROUND_KEYS}
+        config = {key: value for key, value in options.items() if key not in ROUND_KEYS}
+        config["call_model_input_filter"] = self.model_input_filter(window_tokens=window_tokens, **rounds)
+        return RunConfig(**config)
 
     def hooks(self) -> RunHooks[Any]:
         """`RunHooks` that record each model call's billed usage against the view the filter served."""

@@ -41,9 +41,8 @@ except ImportError as exc:  # pragma: no cover - the extra is not installed
         "transcript.integrations.langchain needs LangChain 1.x: pip install 'transcript-store[langchain]'"
     ) from exc
 
-from planner.config import CompactConfig
-from planner.summary import Summarizer
 from projection.view import View
+from transcript.integrations.rounds import RoundSettings
 from transcript.model.errors import InvalidArgument, InvalidMessage, UnsupportedItem
 from transcript.model.message import INTERRUPTED_RESULT, Message, TextPart, ToolCall
 from transcript.model.usage import Usage
@@ -283,26 +282,11 @@ class _Mirror:
 class TranscriptMiddleware(AgentMiddleware):
     """Mirror the agent's messages into a session and send its compacted view (module docstring)."""
 
-    def __init__(
-        self,
-        transcript: Transcript,
-        *,
-        window_tokens: int,
-        overhead_tokens: int = 0,
-        calibrated: bool = False,
-        config: CompactConfig | None = None,
-        summarizer: Summarizer | None = None,
-    ) -> None:
+    def __init__(self, transcript: Transcript, *, window_tokens: int, **settings: Any) -> None:
         super().__init__()
-        if isinstance(window_tokens, bool) or not isinstance(window_tokens, int) or window_tokens <= 0:
-            raise InvalidArgument(f"window_tokens is a whole number > 0, not {window_tokens!r}")
+        self.rounds = RoundSettings.of(window_tokens=window_tokens, **settings)
         self.mirror = _Mirror(transcript)
         self.transcript = transcript
-        self.window_tokens = window_tokens
-        self.overhead_tokens = overhead_tokens
-        self.calibrated = calibrated
-        self.config = config
-        self.summarizer = summarizer
 
     def _prepare(self, request: ModelRequest) -> ModelRequest:
         self.mirror.sync(request.messages)
@@ -310,14 +294,7 @@ class TranscriptMiddleware(AgentMiddleware):
         system = request.system_message
         host = counter.count(system.text) if system is not None else 0
         tools = [convert_to_openai_tool(tool) for tool in request.tools]
-        host += count_tool_tokens(tools, tokenizer=counter)
-        self.transcript.compact(
-            window_tokens=self.window_tokens,
-            overhead_tokens=host + self.overhead_tokens,
-            calibrated=self.calibrated,
-            config=self.config,
-            summarizer=self.summarizer,
-        )
+        self.rounds.run(self.transcript, host + count_tool_tokens(tools, tokenizer=counter))
         view = self.transcript.visible_messages(record=True)
         return request.override(messages=to_langchain(view, self.transcript))  # type: ignore[arg-type]
 
@@ -361,35 +338,17 @@ class TranscriptChatHistory(BaseChatMessageHistory):
     """A `BaseChatMessageHistory` over one session: `messages` is its view (after a compaction round
     when `window_tokens` is given), `add_messages` appends, `clear` retracts (nothing is deleted)."""
 
-    def __init__(
-        self,
-        transcript: Transcript,
-        *,
-        window_tokens: int | None = None,
-        overhead_tokens: int = 0,
-        config: CompactConfig | None = None,
-        summarizer: Summarizer | None = None,
-    ) -> None:
-        if window_tokens is not None and (
-            isinstance(window_tokens, bool) or not isinstance(window_tokens, int) or window_tokens <= 0
-        ):
-            raise InvalidArgument(f"window_tokens is a whole number > 0 or None, not {window_tokens!r}")
+    def __init__(self, transcript: Transcript, *, window_tokens: int | None = None, **settings: Any) -> None:
+        self.rounds = (
+            None if window_tokens is None else RoundSettings.of(window_tokens=window_tokens, **settings)
+        )
         self.mirror = _Mirror(transcript)
         self.transcript = transcript
-        self.window_tokens = window_tokens
-        self.overhead_tokens = overhead_tokens
-        self.config = config
-        self.summarizer = summarizer
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        if self.window_tokens is not None:
-            self.transcript.compact(
-                window_tokens=self.window_tokens,
-                overhead_tokens=self.overhead_tokens,
-                config=self.config,
-                summarizer=self.summarizer,
-            )
+        if self.rounds is not None:
+            self.rounds.run(self.transcript, 0)
         return to_langchain(self.transcript.visible_messages(record=True), self.transcript)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:

@@ -67,22 +67,14 @@ def unexplained_marks(
                     for_import.append(item)
                 else:
                     yield item
-        elif isinstance(event, ImportRecorded):
-            named_ids = {*event.hidden, *event.superseded}
+        elif isinstance(event, (ImportRecorded, RetractionRecorded)):
+            if isinstance(event, ImportRecorded):
+                named_ids, kind = {*event.hidden, *event.superseded}, _excludes_only
+            else:
+                named_ids, kind = set(event.message_ids), _retracts_only
             for item in [*for_import, *pending]:
                 mark = item[1]
-                if not (
-                    isinstance(mark, MessageMarked) and _excludes_only(mark) and mark.message_id in named_ids
-                ):
-                    yield item
-            for_import = []
-        elif isinstance(event, RetractionRecorded):
-            retracted = set(event.message_ids)
-            for item in [*for_import, *pending]:
-                mark = item[1]
-                if not (
-                    isinstance(mark, MessageMarked) and _retracts_only(mark) and mark.message_id in retracted
-                ):
+                if not (isinstance(mark, MessageMarked) and kind(mark) and mark.message_id in named_ids):
                     yield item
             for_import = []
         else:
@@ -98,5 +90,7 @@ def _excludes_only(mark: MessageMarked | MessagesExcluded) -> bool:
     return mark.excluded and not mark.truncated and mark.projection is None and not mark.retracted
 
 
-def _retracts_only(mark: MessageMarked) -> bool:
+def _retracts_only(mark: MessageMarked | MessagesExcluded) -> bool:
+    if isinstance(mark, MessagesExcluded):
+        return False
     return mark.retracted and mark.excluded and not mark.truncated and mark.projection is None
