@@ -57,6 +57,7 @@ SPEC_COMMANDS = {
     "export",
     "fork",
     "demo",
+    "mcp",  # issue 24: a read-only MCP server (the [mcp] extra)
 }
 EVIL = "title\x1b]0;pwned\x07 clear\x1b[2J back\rover"
 RAW_CONTROL = ("\x1b", "\x07", "\r")
@@ -1175,6 +1176,8 @@ SCRIPT_CASES: list[tuple[str, list[str], Callable[[str], bool]]] = [
         ["copy", "{db}", "copied.db", "--format", "json"],
         lambda out: {row["outcome"] for row in json.loads(out)} == {"copied"},
     ),
+    # serving over stdio is tested with the mcp client itself (tests/test_mcp.py)
+    ("mcp", ["mcp", "--help"], lambda out: "read-only over MCP" in out),
 ]
 
 

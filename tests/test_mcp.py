@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from click.testing import CliRunner
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
 from tests.conftest import CORPUS
@@ -100,3 +101,17 @@ def test_the_command_names_a_missing_store(tmp_path: Path) -> None:
     done = CliRunner().invoke(cli, ["mcp", "--db", str(tmp_path / "absent.db")])
     assert done.exit_code == 1 and "absent.db" in done.output
     assert not (tmp_path / "absent.db").exists()
+
+
+def test_the_command_serves_over_stdio(store: Path) -> None:
+    script = Path(sys.executable).parent / "transcript"
+    server = StdioServerParameters(
+        command=str(script), args=["mcp", "--db", str(store), "--session", SESSION]
+    )
+
+    async def main() -> Any:
+        async with Client(server) as client:
+            assert "verify" in [tool.name for tool in (await client.list_tools()).tools]
+            return json.loads(_text(await client.call_tool("verify", {})))
+
+    assert asyncio.run(main()) == _cli(store, "replay", "--verify")
