@@ -15,7 +15,8 @@ from typing import Final
 import psycopg
 from psycopg import sql
 
-from transcript.model.errors import SchemaError, StoreCorrupted, StoreUnavailable
+from transcript.model.errors import SchemaError, StoreUnavailable
+from transcript.store import migrations
 
 MIGRATION_SET: Final = "transcript-store-postgres"
 MIGRATIONS_TABLE: Final = "_transcript_migrations"
@@ -123,19 +124,7 @@ def applied(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> list[s
 def check(conn: psycopg.Connection[tuple[object, ...]], schema: str, *, can_migrate: bool) -> list[str]:
     """The pending migrations, after refusing schemas this release must not touch."""
     done = applied(conn, schema)
-    damaged = [name for name, known in zip(done, KNOWN, strict=False) if name != known]
-    if damaged:
-        # Migrations are recorded in order: a name that differs where this release's are was damaged.
-        raise StoreCorrupted(
-            f"{MIGRATIONS_TABLE}: migration {damaged[0]!r} is recorded where this release's are"
-        )
-    unknown = [name for name in done if name not in KNOWN]
-    if unknown:
-        raise SchemaError(
-            f"schema {schema!r} was written by a newer transcript-store (unknown migration {unknown[0]!r}); "
-            "upgrade transcript-store to open it"
-        )
-    pending = [name for name in KNOWN if name not in done]
+    pending = migrations.pending(done, KNOWN, table=MIGRATIONS_TABLE, store=f"schema {schema!r}")
     if pending and not done:
         foreign = conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename LIMIT 1", (schema,)

@@ -15,8 +15,9 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from transcript.model.errors import SchemaError, StoreCorrupted
+from transcript.model.errors import SchemaError
 from transcript.model.hashing import record_digest
+from transcript.store import migrations
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -433,20 +434,7 @@ def applied(conn: sqlite3.Connection) -> list[str]:
 def check(conn: sqlite3.Connection, *, can_migrate: bool) -> list[str]:
     """The pending migrations, after refusing files this release must not touch."""
     done = applied(conn)
-    damaged = [name for name, known in zip(done, KNOWN, strict=False) if name != known]
-    if damaged:
-        # Migrations are recorded in order: one this release knows, at its place, cannot be another
-        # release's; a name that differs there was damaged.
-        raise StoreCorrupted(
-            f"{MIGRATIONS_TABLE}: migration {damaged[0]!r} is recorded where this release's are"
-        )
-    unknown = [name for name in done if name not in KNOWN]
-    if unknown:
-        raise SchemaError(
-            f"this file was written by a newer transcript-store (unknown migration {unknown[0]!r}); "
-            "upgrade transcript-store to open it"
-        )
-    pending = [name for name in KNOWN if name not in done]
+    pending = migrations.pending(done, KNOWN, table=MIGRATIONS_TABLE, store="this file")
     if pending and not done:
         foreign = conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' LIMIT 1"
