@@ -8,7 +8,7 @@ import pytest
 
 from tests.backends import MEMORY, POSTGRES, SQLITE_FILE, SQLITE_MEMORY, OnBackend
 from tests.helpers import append_summary, connection, write_marks
-from transcript import InvalidMessage, Message, Store, ToolCall, Transcript, verify
+from transcript import InvalidMessage, Message, SessionLeased, Store, ToolCall, Transcript, verify
 from transcript.model import INTERRUPTED_RESULT, MessageMarked
 
 
@@ -26,6 +26,21 @@ class SessionBehaviour(OnBackend):
     def _shared(self) -> None:
         if not self.backend.shared:
             pytest.skip(f"{self.backend.name}: a reopen is another store")
+
+    def test_a_lease_is_held_by_one_worker_at_a_time(self, transcript: Transcript, location: str) -> None:
+        other = Store.open(location, tokenizer="chars/4") if self.backend.shared else None
+        events = other.events if other is not None else transcript.events
+        rival = Transcript.attach(events, "s", tokenizer="chars/4")
+        with transcript.lease():
+            with pytest.raises(SessionLeased, match="'s' is leased"), rival.lease():
+                pass
+            with Transcript.attach(events, "elsewhere", tokenizer="chars/4").lease():  # another is free
+                pass
+            transcript.append(Message.user("appends need no lease", id="u1"))
+        with rival.lease():  # let go after the block
+            pass
+        if other is not None:
+            other.close()
 
     def test_results_may_come_in_any_order_within_the_step(self, transcript: Transcript) -> None:
         transcript.append(Message.user("go"))

@@ -68,6 +68,10 @@ class StoreLocked(StoreUnavailable):
     """Another connection held the write lock longer than the busy timeout."""
 
 
+class SessionLeased(StoreLocked):
+    """Another worker holds the session's lease (`Transcript.lease()`); nothing was done."""
+
+
 class StoreReadOnly(StoreUnavailable):
     """A write was attempted on a store opened read-only (or a read-only file)."""
 

@@ -803,6 +803,12 @@ class Transcript:
         """The provider capabilities the view renders with."""
         return self._live.caps
 
+    def lease(self) -> contextlib.AbstractContextManager[None]:
+        """Hold this session's lease while a block runs — `with t.lease(): <the loop>` — so two
+        workers never run one session's loop at once: `SessionLeased` at once while another holds it
+        (another thread, process or host: `transcript.store.lease`). Appends do not need it."""
+        return self.events.lease(self.session_id)
+
     @_locked
     def export_state(self) -> SessionState:
         """The session's whole log and bodies as a portable document (`Store.restore` reads it)."""

@@ -18,6 +18,7 @@ import gc
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Annotated, Concatenate, Final, ParamSpec, TypeVar
 
@@ -152,6 +153,11 @@ class EventLog:
     def capabilities(self) -> Capabilities:
         """What the backend offers beyond the protocol (search, SQL views, guards in the database)."""
         return self.recorder.capabilities
+
+    def lease(self, session_id: str) -> AbstractContextManager[None]:
+        """Hold the session's lease for a block (`transcript.store.lease`): `SessionLeased` at once
+        while another worker holds it. Not under the log's lock: other calls go on meanwhile."""
+        return self.recorder.lease(session_id)
 
     @_serialized
     def close(self) -> None:

@@ -19,6 +19,7 @@ from transcript.model.codec import MESSAGE_DECODER
 from transcript.model.errors import ConflictError, StoreReadOnly, StoreUnavailable
 from transcript.model.events import EVENT_DECODER, SessionStarted, TitleSet
 from transcript.model.message import opening_title
+from transcript.store import lease
 from transcript.store.port import SearchHit
 from transcript.store.recorder import (
     BodyRow,
@@ -83,6 +84,10 @@ class MemoryRecorder:
         """Forget a named store's rows (tests start afresh with it)."""
         with _STORES_LOCK:
             _STORES.pop(location, None)
+
+    def lease(self, session_id: str) -> contextlib.AbstractContextManager[None]:
+        """Held among this process's threads (the only ones that share its rows)."""
+        return lease.in_process(self.location, session_id)
 
     def close(self) -> None:
         """Nothing to release: the rows stay for the next open of this name."""

@@ -11,6 +11,7 @@ summaries and compaction records are accepted only with the mutator's writer cap
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import NamedTuple, Protocol
 
 import msgspec
@@ -226,6 +227,10 @@ class EventStore(Protocol):
 
     def change_token(self) -> Hashable:
         """A value that changes whenever anything may have been committed since it was last read."""
+        ...
+
+    def lease(self, session_id: str) -> AbstractContextManager[None]:
+        """Hold the session's lease for a block; `SessionLeased` at once while another worker does."""
         ...
 
     def close(self) -> None:

@@ -27,7 +27,7 @@ from transcript.model.errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from transcript.store import pgconnect, pgschema
+from transcript.store import lease, pgconnect, pgschema
 from transcript.store.port import SearchHit
 from transcript.store.recorder import (
     BodyRow,
@@ -256,6 +256,23 @@ class PostgresRecorder:
         commit by any worker is never missed (another database's commit only costs a re-read)."""
         ((token,),) = self._all("checking for changes", _CURSOR_SNAPSHOT)
         return str(token)
+
+    @contextlib.contextmanager
+    def lease(self, session_id: str) -> Iterator[None]:
+        """The server's advisory lock on the session, held by a connection of its own for the block
+        (other workers' recorders see it at once; a worker that dies lets it go with its connection)."""
+        with lease.in_process(self.location, session_id):
+            conn = pgconnect.connect(self._target, readonly=False, timeout=self._timeout)
+            try:
+                with pgconnect.translated(f"leasing session {session_id!r}", self._target.secret):
+                    ((held,),) = conn.execute(
+                        "SELECT pg_try_advisory_lock(%s)", (lease.key(self.schema, session_id),)
+                    ).fetchall()
+                if not held:
+                    raise lease.refused(session_id, "another worker of this server")
+                yield
+            finally:
+                conn.close()  # which lets the advisory lock go
 
     def search(self, phrase: str, *, session_id: str | None, limit: int) -> list[SearchHit]:
         raise InvalidArgument(f"{self.location}: the PostgreSQL recorder keeps no full-text index yet")

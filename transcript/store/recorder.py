@@ -213,6 +213,11 @@ class Recorder(Protocol):
         """A value that changes whenever anything may have been committed since it was last read."""
         ...
 
+    def lease(self, session_id: str) -> AbstractContextManager[None]:
+        """Hold the session's lease for a block; `SessionLeased` at once while another holds it
+        (`transcript.store.lease`)."""
+        ...
+
     def close(self) -> None:
         """Release the backend's resources."""
         ...

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final, NoReturn
 
 from transcript.model.errors import ConflictError, StoreCorrupted, StoreReadOnly
-from transcript.store import connection, schema
+from transcript.store import connection, lease, schema
 from transcript.store.location import MEMORY
 from transcript.store.port import SearchHit
 from transcript.store.recorder import (
@@ -115,6 +115,13 @@ class SqliteRecorder:
             not readonly and schema.ATTESTATION in pending and len(pending) < len(schema.KNOWN)
         )
         return recorder
+
+    def lease(self, session_id: str) -> contextlib.AbstractContextManager[None]:
+        """A lock on one byte of `<file>.leases` (`transcript.store.lease`); a private `:memory:`
+        database is leased among this process's threads."""
+        if self.location == MEMORY:
+            return lease.in_process(f"sqlite-memory:{id(self)}", session_id)
+        return lease.on_file(self.location, session_id)
 
     def close(self) -> None:
         """Close the connection. Committed work is already durable; nothing else is pending."""
