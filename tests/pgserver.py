@@ -4,7 +4,8 @@ a server on a Unix socket there (no TCP), stopped and removed after.
 The server binaries are Debian's `postgresql-15` (`/usr/lib/postgresql/15/bin`, or `$PG_BIN`).
 `initdb` refuses to run as root, so as root the cluster is made and run by the `postgres` user, in a
 directory it owns under /tmp (the socket path must stay short, and that user cannot enter pytest's
-private temporary directories).
+private temporary directories). A watchdog process stops the cluster when the process that started
+it is gone, however it ended (a killed test run leaves no server behind).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -65,8 +67,34 @@ class Cluster:
         options = " ".join(f"-c {setting}" for setting in settings)
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "-o", options, "start")
         self.started = True
+        self._watch()
         self.admin("CREATE DATABASE transcript")
         return self
+
+    def _watch(self) -> None:
+        """A detached process that waits for this one to end, then stops the cluster and removes it."""
+        stop = [str(self.binaries / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"]
+        if os.geteuid() == 0:
+            stop = ["runuser", "-u", self.owner, "--", *stop]
+        script = (
+            "import os, shutil, subprocess, sys, time\n"
+            "parent, root, stop = int(sys.argv[1]), sys.argv[2], sys.argv[3:]\n"
+            "while os.path.exists(root):\n"
+            "    try:\n"
+            "        os.kill(parent, 0)\n"
+            "    except ProcessLookupError:\n"
+            "        subprocess.run(stop, capture_output=True, check=False)\n"
+            "        shutil.rmtree(root, ignore_errors=True)\n"
+            "        break\n"
+            "    time.sleep(1)\n"
+        )
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(os.getpid()), str(self.root), *stop],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def url(self, schema: str | None = None) -> str:
         """A store's location in this cluster (a fresh schema when none is named)."""
