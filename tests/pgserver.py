@@ -41,6 +41,7 @@ class Cluster:
         self.root = Path(tempfile.mkdtemp(prefix="pg", dir="/tmp"))
         self.data = self.root / "data"
         self.started = False
+        self._watchdog: subprocess.Popen[bytes] | None = None
 
     def _run(self, *args: str) -> None:
         command = [str(self.binaries / args[0]), *args[1:]]
@@ -88,7 +89,7 @@ class Cluster:
             "        break\n"
             "    time.sleep(1)\n"
         )
-        subprocess.Popen(
+        self._watchdog = subprocess.Popen(
             [sys.executable, "-c", script, str(os.getpid()), str(self.root), *stop],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -118,6 +119,8 @@ class Cluster:
                 self.started = False
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+            if self._watchdog is not None:
+                self._watchdog.wait(timeout=10)  # it sees the directory gone within a second
 
     def __enter__(self) -> Cluster:
         return self.start()
