@@ -43,6 +43,8 @@ MODEL_CALLS = 13  # assistant messages of the marshmallow run
 SPEC_COMMANDS = {
     "copy",  # issue 28: sessions between stores of either kind (SQLite, PostgreSQL)
     "search",  # issue 12: opt-in full-text search
+    "restore",  # issue 25: a state document back into a store
+    "backup",  # issue 25: a consistent copy while others write
     "import",
     "simulate",
     "replay",
@@ -64,10 +66,12 @@ RAW_CONTROL = ("\x1b", "\x07", "\r")
 Arg = str | Path | int
 
 
-def run(args: Sequence[Arg], code: int = EXIT_OK, **kwargs: Any) -> Result:
-    """Invoke the CLI in-process and check its exit code; a failure must be a clean one."""
+def run(args: Sequence[Arg], code: int | None = EXIT_OK, **kwargs: Any) -> Result:
+    """Invoke the CLI in-process and check its exit code (None: the caller checks it); a failure must
+    be a clean one."""
     result = CliRunner().invoke(cli, [str(a) for a in args], **kwargs)
-    assert result.exit_code == code, (args, result.output, result.exception)
+    assert code is None or result.exit_code == code, (args, result.output, result.exception)
+    code = result.exit_code
     if code != EXIT_OK:
         # A clean failure: click's SystemExit, never an exception escaping the command.
         assert isinstance(result.exception, SystemExit), result.exception
@@ -169,7 +173,7 @@ def test_top_level_help_lists_every_command_with_its_summary() -> None:
     out = run(["--help"]).stdout
     for name in SPEC_COMMANDS:
         assert f"  {name} " in out
-    assert run(["--version"]).stdout.strip().endswith("0.1.0")
+    assert run(["--version"]).stdout.strip().endswith("0.2.0")
 
 
 def test_an_unknown_command_is_a_usage_error() -> None:
@@ -178,13 +182,19 @@ def test_an_unknown_command_is_a_usage_error() -> None:
 
 def test_sessions_lists_every_session_in_text_json_and_jsonl(multi_db: Path) -> None:
     text = run(["sessions", "--db", multi_db]).stdout.splitlines()
-    assert text[0].split() == ["session", "messages", "version", "head"]
+    assert text[0].split() == [
+        *("session", "title", "format", "first", "last", "messages", "tokens", "parent", "head")
+    ]
     rows = run_json(["sessions", "--db", multi_db, "--format", "json"])
     assert len(rows) == 3 == len(text) - 1
-    assert {r["session_id"] for r in rows} == {line.split()[0] for line in text[1:]}
+    assert [r["session_id"] for r in rows] == [line.split()[0] for line in text[1:]]
+    assert [r["last_at"] for r in rows] == sorted((r["last_at"] for r in rows), reverse=True)
+    assert {r["source_format"] for r in rows} == {"claude-code"}
+    assert all(r["first_at"] <= r["last_at"] and r["first_at"].startswith("2025-09-07") for r in rows)
+    assert sum(r["parent_session_id"] is not None for r in rows) == 2
     heads = {r["session_id"]: r["head_hash"] for r in rows}
     assert all(len(h) == 64 for h in heads.values())
-    assert {line.split()[0]: line.split()[3] for line in text[1:]} == {s: h[:16] for s, h in heads.items()}
+    assert {line.split()[0]: line.split()[-1] for line in text[1:]} == {s: h[:16] for s, h in heads.items()}
     checked: list[str | Path] = [
         "verify",
         "--db",
@@ -250,15 +260,18 @@ def test_import_failures(tmp_path: Path) -> None:
     junk = tmp_path / "junk.jsonl"
     junk.write_text("garbage{\n")
     assert "cannot tell the format" in run(["import", junk, "--db", db], code=EXIT_FAILURE).stderr
-    run(["import", OPENHANDS_SMALL, "--db", db, "--format", "swe-agent"], code=EXIT_FAILURE)
-    with Store.open(db, readonly=True) as store:
-        assert store.sessions() == []  # nothing half-imported
+    run(["import", OPENHANDS_SMALL, "--db", db, "--from", "swe-agent"], code=EXIT_FAILURE)
+    assert sorted(tmp_path.iterdir()) == [junk]  # a failed command leaves no store behind
+    run(["import", SWE_GPT4, "--db", db])
+    before = run_json(["sessions", "--db", db, "--format", "json"])
+    run(["import", OPENHANDS_SMALL, "--db", db, "--from", "swe-agent"], code=EXIT_FAILURE)
+    assert run_json(["sessions", "--db", db, "--format", "json"]) == before  # nothing half-imported
 
 
 def test_export_the_view_neutral_openai_and_anthropic(sim_db: Path) -> None:
     neutral = run_json(["export", "--db", sim_db])
     shown = run_json(["show", "--db", sim_db, "--format", "json"])
-    assert neutral == shown["view"]
+    assert neutral == shown
     openai = run_json(["export", "--db", sim_db, "--wire", "openai"])
     anthropic = run_json(["export", "--db", sim_db, "--wire", "anthropic"])
     assert check_openai_request(openai) == ()
@@ -270,8 +283,10 @@ def test_export_the_history_in_each_format(sim_db: Path) -> None:
     history = run_json(["export", "--db", sim_db, "--history"])
     assert len(history) == run_json(["sessions", "--db", sim_db, "--format", "json"])[0]["messages"]
     assert sum(1 for m in history if m["role"] == "assistant") == MODEL_CALLS
-    lines = run(["export", "--db", sim_db, "--history", "--wire", "openai"]).stdout.splitlines()
-    assert all(json.loads(line)["role"] for line in lines)
+    lines = run(["export", "--db", sim_db, "--history", "--wire", "openai", "--format", "jsonl"]).stdout
+    openai = [json.loads(line) for line in lines.splitlines()]
+    assert all(m["role"] for m in openai)
+    assert run_json(["export", "--db", sim_db, "--history", "--wire", "openai"]) == openai  # one document
     anthropic = run_json(["export", "--db", sim_db, "--history", "--wire", "anthropic"])
     assert anthropic["messages"][0]["role"] == "user"
 
@@ -285,10 +300,10 @@ def test_export_state_restores_the_same_view(sim_db: Path, tmp_path: Path) -> No
     other = tmp_path / "restored.db"
     with Store.open(other) as store:
         store.restore(state, session_id="copy")
-    assert (
-        run_json(["show", "--db", other, "--format", "json"])["view"]
-        == run_json(["show", "--db", sim_db, "--format", "json"])["view"]
-    )
+    restored = run_json(["show", "--db", other, "--format", "json"])
+    assert restored.pop("session") == "copy"
+    original = run_json(["show", "--db", sim_db, "--format", "json"])
+    assert original.pop("session") == SIM and restored == original
 
 
 def test_export_to_a_file(sim_db: Path, tmp_path: Path) -> None:
@@ -307,8 +322,7 @@ def test_export_refuses_conflicting_flags(sim_db: Path, flags: list[str]) -> Non
 def test_export_session_selection(multi_db: Path, tmp_path: Path) -> None:
     assert "pick one with --session" in run(["export", "--db", multi_db], code=EXIT_USAGE).stderr
     assert (
-        "no session 'nope'"
-        in run(["export", "--db", multi_db, "--session", "nope"], code=EXIT_FAILURE).stderr
+        "no session 'nope'" in run(["export", "--db", multi_db, "--session", "nope"], code=EXIT_USAGE).stderr
     )
     run(["export", "--db", tmp_path / "missing.db"], code=EXIT_FAILURE)
     sid = run_json(["sessions", "--db", multi_db, "--format", "json"])[0]["session_id"]
@@ -318,7 +332,7 @@ def test_export_session_selection(multi_db: Path, tmp_path: Path) -> None:
 def test_show_the_current_view(sim_db: Path) -> None:
     data = run_json(["show", "--db", sim_db, "--format", "json"])
     assert data["session"] == SIM
-    view = data["view"]
+    view = data
     lines = run(["show", "--db", sim_db]).stdout.splitlines()
     assert (
         lines[0]
@@ -328,7 +342,7 @@ def test_show_the_current_view(sim_db: Path) -> None:
     assert [h.split()[0] for h in headers] == [f"[{i}]" for i in range(len(view["messages"]))]
     assert [
         json.loads(line) for line in run(["show", "--db", sim_db, "--format", "jsonl"]).stdout.splitlines()
-    ] == [data]
+    ] == data["messages"]  # jsonl: one row per line, the view's messages
 
 
 def test_show_stored_lists_the_whole_history(sim_db: Path) -> None:
@@ -342,7 +356,7 @@ def test_show_stored_lists_the_whole_history(sim_db: Path) -> None:
 
 def test_show_at_a_point_is_the_replayed_view(sim_db: Path) -> None:
     point = next(p for p in timeline(sim_db) if p["kind"] == "compact")
-    shown = run_json(["show", "--db", sim_db, "--at", point["point"], "--format", "json"])["view"]
+    shown = run_json(["show", "--db", sim_db, "--at", point["point"], "--format", "json"])
     assert shown == run_json(["replay", "--db", sim_db, "--at", point["point"], "--format", "json"])
     assert shown["tokens"] == point["view_tokens"] and len(shown["messages"]) == point["messages"]
     last = run_json(["show", "--db", sim_db, "--at", "last", "--format", "json"])
@@ -354,7 +368,7 @@ def test_show_failures(sim_db: Path, multi_db: Path, tmp_path: Path) -> None:
     assert "has no point 99999" in run(["show", "--db", sim_db, "--at", "99999"], code=EXIT_FAILURE).stderr
     run(["show", "--db", sim_db, "--format", "xml"], code=EXIT_USAGE)
     run(["show", "--db", multi_db], code=EXIT_USAGE)
-    run(["show", "--db", sim_db, "--session", "nope"], code=EXIT_FAILURE)
+    run(["show", "--db", sim_db, "--session", "nope"], code=EXIT_USAGE)
     run(["show", "--db", tmp_path / "missing.db"], code=EXIT_FAILURE)
 
 
@@ -393,7 +407,7 @@ def test_replay_at_a_point_in_text_json_and_both_wires(sim_db: Path) -> None:
         assert check_openai_request(run_json([*at, "--wire", "openai"])) == ()
         assert check_anthropic_request(run_json([*at, "--wire", "anthropic"])) == ()
     last = run_json(["replay", "--db", sim_db, "--at", "last", "--format", "json"])
-    assert last == run_json(["show", "--db", sim_db, "--format", "json"])["view"]
+    assert last == run_json(["show", "--db", sim_db, "--format", "json"])
 
 
 def test_replay_diff_names_what_a_full_compaction_changed(sim_db: Path) -> None:
@@ -450,7 +464,7 @@ def test_replay_domain_failures(sim_db: Path, multi_db: Path, tmp_path: Path) ->
         "has no point 100000" in run(["replay", "--db", sim_db, "--at", "100000"], code=EXIT_FAILURE).stderr
     )
     run(["replay", "--db", sim_db, "--diff", "5", "100000"], code=EXIT_FAILURE)
-    run(["replay", "--db", sim_db, "--session", "nope"], code=EXIT_FAILURE)
+    run(["replay", "--db", sim_db, "--session", "nope"], code=EXIT_USAGE)
     run(["replay", "--db", tmp_path / "missing.db"], code=EXIT_FAILURE)
     assert "holds 3 sessions" in run(["replay", "--db", multi_db, "--verify"], code=EXIT_USAGE).stderr
 
@@ -487,7 +501,7 @@ def test_simulate_prints_the_timeline_and_totals(tmp_path: Path) -> None:
     assert any(f"model calls {MODEL_CALLS}, budget {BUDGET:,} tokens" in line for line in lines)
     assert any(line.startswith("tokens sent ") and "prefix breaks" in line for line in lines)
     assert any(line.startswith("rounds recorded ") and "full_applied" in line for line in lines)
-    assert "simulating" in result.stderr and "simulating" not in result.stdout
+    assert result.stderr == ""  # no progress bar when stderr is not a terminal
     assert run_json(["sessions", "--db", db, "--format", "json"])[0]["session_id"] == SIM
 
 
@@ -662,8 +676,8 @@ def test_simulate_failures(tmp_path: Path) -> None:
     run(["simulate", SWE_GPT4, "--db", db], code=EXIT_USAGE)  # --budget is required
     run(["simulate", SWE_GPT4, "--budget", 0, "--db", db], code=EXIT_USAGE)
     run(["simulate", tmp_path / "missing.traj", "--budget", 100, "--db", db], code=EXIT_USAGE)
-    result = run(["simulate", SWE_GPT4, "--budget", 100, "--db", db, "--session", "nope"], code=EXIT_FAILURE)
-    assert "has no session 'nope'" in result.stderr
+    result = run(["simulate", SWE_GPT4, "--budget", 100, "--db", db, "--session", "nope"], code=EXIT_USAGE)
+    assert "no session 'nope' in" in result.stderr
     junk = tmp_path / "junk.json"
     junk.write_text("[1, 2")
     run(["simulate", junk, "--budget", 100, "--db", db], code=EXIT_FAILURE)
@@ -706,7 +720,7 @@ def test_compact_full_writes_a_checkpoint_round(writable: Path, tmp_path: Path) 
     assert data["tokens_after"] < data["tokens_before"]
     results = run_json(["compacts", "--db", writable, "--format", "json"])
     assert len(results) == rounds + 1 and results[-1] == data
-    assert run_json(["show", "--db", writable, "--format", "json"])["view"]["tokens"] == data["tokens_after"]
+    assert run_json(["show", "--db", writable, "--format", "json"])["tokens"] == data["tokens_after"]
     run(["verify", "--db", writable, "--served"])
     text = run(["compact", "--db", again, "--budget", 1_500, "--full"]).stdout.splitlines()
     assert text[0].startswith("checkpoint") and text[1].startswith("view ")
@@ -717,7 +731,7 @@ def test_compact_failures(writable: Path, multi_db: Path, tmp_path: Path) -> Non
     run(["compact", "--db", writable], code=EXIT_USAGE)
     run(["compact", "--db", writable, "--budget", -3], code=EXIT_USAGE)
     run(["compact", "--db", multi_db, "--budget", 100], code=EXIT_USAGE)
-    run(["compact", "--db", writable, "--budget", 100, "--session", "nope"], code=EXIT_FAILURE)
+    run(["compact", "--db", writable, "--budget", 100, "--session", "nope"], code=EXIT_USAGE)
     run(["compact", "--db", tmp_path / "missing.db", "--budget", 100], code=EXIT_FAILURE)
     assert not (tmp_path / "missing.db").exists()
 
@@ -767,14 +781,16 @@ def test_checkpoint_as_markdown_and_json(sim_db: Path) -> None:
 
 
 def test_checkpoint_failures(empty_session_db: Path, sim_db: Path) -> None:
-    assert "no checkpoint yet" in run(["checkpoint", "--db", empty_session_db], code=EXIT_FAILURE).stderr
-    run(["checkpoint", "--db", sim_db, "--format", "text"], code=EXIT_USAGE)
+    # Nothing yet is a result, as `compacts` says it: exit 0, and null in JSON.
+    assert "no checkpoint yet" in run(["checkpoint", "--db", empty_session_db]).stdout
+    assert run_json(["checkpoint", "--db", empty_session_db, "--format", "json"]) is None
+    run(["checkpoint", "--db", sim_db, "--format", "xml"], code=EXIT_USAGE)
 
 
 def test_status_in_text_and_json(sim_db: Path) -> None:
     data = run_json(["status", "--db", sim_db, "--format", "json"])
     assert data["session_id"] == SIM and data["last_outcome"]
-    view = run_json(["show", "--db", sim_db, "--format", "json"])["view"]
+    view = run_json(["show", "--db", sim_db, "--format", "json"])
     assert data["view_tokens"] == view["tokens"] and data["visible_messages"] == len(view["messages"])
     text = run(["status", "--db", sim_db]).stdout
     table, _, summary = text.partition("\n\n")
@@ -799,7 +815,7 @@ def test_stats_in_text_and_json(sim_db: Path) -> None:
 @pytest.mark.parametrize("command", ["status", "stats", "compacts", "checkpoint"])
 def test_session_commands_need_a_session(command: str, multi_db: Path, tmp_path: Path) -> None:
     run([command, "--db", multi_db], code=EXIT_USAGE)
-    run([command, "--db", multi_db, "--session", "nope"], code=EXIT_FAILURE)
+    run([command, "--db", multi_db, "--session", "nope"], code=EXIT_USAGE)
     run([command, "--db", tmp_path / "missing.db"], code=EXIT_FAILURE)
 
 
@@ -1056,7 +1072,7 @@ def test_fork_at_a_point_starts_from_the_parents_view(writable: Path) -> None:
     child = f"{SIM}@{point}"
     assert out.startswith(f"forked {SIM} at {point} into {child} (")
     parent_view = run_json(["replay", "--db", writable, "--session", SIM, "--at", point, "--format", "json"])
-    child_view = run_json(["show", "--db", writable, "--session", child, "--format", "json"])["view"]
+    child_view = run_json(["show", "--db", writable, "--session", child, "--format", "json"])
     assert child_view["messages"] == parent_view["messages"] and child_view["tokens"] == parent_view["tokens"]
     named = run(["fork", "--db", writable, "--session", SIM, "--as", "try-2"]).stdout
     assert "into try-2 (" in named
@@ -1076,7 +1092,7 @@ def test_fork_failures(writable: Path, tmp_path: Path) -> None:
     )
     run(["fork", "--db", writable, "--session", SIM, "--at", "later"], code=EXIT_USAGE)
     run(["fork", "--db", writable, "--session", SIM, "--at", 100_000, "--as", "b"], code=EXIT_FAILURE)
-    run(["fork", "--db", writable, "--session", "nope"], code=EXIT_FAILURE)
+    run(["fork", "--db", writable, "--session", "nope"], code=EXIT_USAGE)
     run(["fork", "--db", writable], code=EXIT_USAGE)  # several sessions now
     run(["fork", "--db", tmp_path / "missing.db"], code=EXIT_FAILURE)
 
@@ -1178,6 +1194,8 @@ SCRIPT_CASES: list[tuple[str, list[str], Callable[[str], bool]]] = [
     ),
     # serving over stdio is tested with the mcp client itself (tests/test_mcp.py)
     ("mcp", ["mcp", "--help"], lambda out: "read-only over MCP" in out),
+    ("restore", ["restore", "state.json", "--as", "again"], lambda out: out.startswith("restored again: ")),
+    ("backup", ["backup", "backup.db"], lambda out: out.endswith("bytes), verified\n")),
 ]
 
 
@@ -1197,6 +1215,8 @@ def test_every_command_runs_as_the_script(
     writable: Path, tmp_path: Path, name: str, args: list[str], check: Callable[[str], bool]
 ) -> None:
     db = tmp_path / "fresh.db" if name == "demo" else writable
+    if name == "restore":
+        assert _script(["export", "--state", "-o", "state.json"], tmp_path, db).returncode == EXIT_OK
     done = _script([arg.replace("{db}", str(db)) for arg in args], tmp_path, db)
     assert done.returncode == EXIT_OK, done.stderr
     assert check(done.stdout), done.stdout

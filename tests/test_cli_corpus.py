@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 
 from projection.wire.check import check_anthropic_request, check_openai_request
 from tests.conftest import CORPUS
-from transcript.cli import cli, history as cli_history
+from transcript.cli import cli, simulation as cli_simulation
 from transcript.cli.options import EXIT_OK
 from transcript.session.simulate import Simulation, simulate
 
@@ -70,7 +70,7 @@ def _measure(path: Path, scratch: Path) -> list[tuple[str, int, int]]:
         )
         history = json.loads(invoke(["export", "--db", str(scratch), "--session", sid, "--history"]).stdout)
         assistants = sum(1 for message in history if message["role"] == "assistant")
-        measured.append((sid, shown["view"]["tokens"], assistants))
+        measured.append((sid, shown["tokens"], assistants))
     return measured
 
 
@@ -90,7 +90,7 @@ def _simulate_file(path: Path, workdir: Path) -> SimulatedFile:
             return run
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(cli_history, "simulate_session", recording)
+            patch.setattr(cli_simulation, "simulate_session", recording)
             out = invoke(
                 [
                     *("simulate", str(path), "--budget", str(budget), "--session", sid),

@@ -51,7 +51,7 @@ def test_import_export_simulate_and_verify(path: Path, tmp_path: Path) -> None:
         assert check_openai_request(openai) == () and openai_sdk_problem(openai) is None, sid
         assert check_anthropic_request(anthropic) == () and anthropic_sdk_problem(anthropic) is None, sid
         # simulate at 40% of the final view, then re-render every view it served
-        tokens = _json(["show", "--db", db, "--session", sid, "--format", "json"])["view"]["tokens"]
+        tokens = _json(["show", "--db", db, "--session", sid, "--format", "json"])["tokens"]
         args = [
             "simulate",
             str(path),

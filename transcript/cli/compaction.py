@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 import msgspec
 
-from transcript.cli.options import db_option, format_option, open_store, pick_session, session_option
-from transcript.cli.output import emit, safe, table
+from transcript.cli import legacy
+from transcript.cli.config import config_options, read_config
+from transcript.cli.options import db_option, format_choice, format_option, open_store, session_option
+from transcript.cli.output import FORMATS, emit, safe, table
+from transcript.cli.picking import pick_session
 from transcript.model.checkpoint import to_json, to_markdown
 from transcript.model.processes import process_line
 from transcript.model.result import CompactResult
@@ -31,6 +35,7 @@ from transcript.session.replay import describe
     help="A full compaction with this file's text as the summary (checkpoint JSON, the '## Goal' "
     "markdown, or plain prose); '-' reads standard input.",
 )
+@config_options
 @format_option
 def compact(
     db_path: str | None,
@@ -39,6 +44,8 @@ def compact(
     shadow: bool,
     full: bool,
     summary_file: str | None,
+    config_file: Path | None,
+    settings: tuple[str, ...],
     fmt: str,
 ) -> None:
     """Run one manual compaction round on a session (the local summarizer writes any checkpoint, unless
@@ -48,8 +55,10 @@ def compact(
             "--shadow reports a round without writing; it cannot force one with --full or --summary"
         )
     summary = _read_summary(summary_file) if summary_file is not None else None
+    config = read_config(config_file, settings) if config_file is not None or settings else None
     with open_store(db_path) as store:
-        t = store.session(pick_session(store, session_id))
+        sid = pick_session(store, session_id)
+        t = store.session(sid, config=config) if config is not None else store.session(sid)
         result = t.compact(budget_tokens=budget, manual=True, force=full, shadow=shadow, summary=summary)
     lines = [describe(result) if result.strategy else f"{result.outcome}: {result.reason}"]
     if shadow:
@@ -93,21 +102,19 @@ def compacts(db_path: str | None, session_id: str | None, fmt: str) -> None:
 @click.command()
 @db_option
 @session_option
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["md", "json"]),
-    default="md",
-    show_default=True,
-    help="Markdown for people, JSON for programs.",
-)
+@format_choice((*FORMATS, "md"))
 def checkpoint(db_path: str | None, session_id: str | None, fmt: str) -> None:
-    """The latest checkpoint of a session (what its last full compaction kept of the work)."""
+    """The latest checkpoint of a session (what its last full compaction kept of the work): text is
+    its markdown; a session without one says so (json: null)."""
+    if fmt == "md":
+        legacy.warn("checkpoint --format md", "checkpoint --format text")
+        fmt = "text"
     with open_store(db_path, readonly=True) as store:
         latest = store.session(pick_session(store, session_id)).latest_checkpoint()
     if latest is None:
-        raise click.ClickException("this session has no checkpoint yet (no full compaction)")
-    click.echo(to_json(latest) if fmt == "json" else safe(to_markdown(latest)))
+        emit(None, fmt, text=["this session has no checkpoint yet (no full compaction)"])
+        return
+    emit(msgspec.json.decode(to_json(latest)), fmt, text=[safe(to_markdown(latest))])
 
 
 @click.command()

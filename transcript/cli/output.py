@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 import click
@@ -76,9 +77,50 @@ def terminal_json(text: str) -> str:
 _UNSAFE: Final = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs"})
 
 
+class Sink:
+    """Where a command's result goes: stdout, or the file `-o/--output` names (written whole, once
+    the command has succeeded: `transcript.cli.files.write_private`)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.chunks: list[str] = []
+
+    def line(self, text: str, *, json_text: bool = False) -> None:
+        """One line of the result (JSON is written exact, and escaped on a terminal)."""
+        if self.path is not None:
+            self.chunks.append(text + "\n")
+        else:
+            click.echo(terminal_json(text) if json_text and sys.stdout.isatty() else text)
+
+
+_SINK: Final = "transcript.sink"
+
+
+def sink() -> Sink:
+    """The current command's sink (stdout outside a command)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return Sink()
+    found = ctx.meta.get(_SINK)
+    if found is None:
+        found = ctx.meta[_SINK] = Sink()
+    assert isinstance(found, Sink)
+    return found
+
+
+def send_to(path: Path | None) -> None:
+    """Send the current command's result to this file (None: stdout)."""
+    click.get_current_context().meta[_SINK] = Sink(path)
+
+
 def echo_json(text: str) -> None:
-    """Write JSON text to stdout: exact, and escaped as `terminal_json` says when stdout is a terminal."""
-    click.echo(terminal_json(text) if sys.stdout.isatty() else text)
+    """Write JSON text: exact, and escaped as `terminal_json` says when stdout is a terminal."""
+    sink().line(text, json_text=True)
+
+
+def echo(text: str) -> None:
+    """Write a line of text output (stored text in it must already be `safe`)."""
+    sink().line(text)
 
 
 def to_builtins(value: Any) -> Any:
@@ -91,17 +133,20 @@ def json_text(data: Any) -> str:
     return _ENCODER.encode(to_builtins(data)).decode()
 
 
-def emit(data: Any, fmt: str, *, text: Iterable[str] | None = None) -> None:
-    """Write data to stdout as `json` (one document), `jsonl` (one line per row) or text lines."""
+def emit(data: Any, fmt: str, *, text: Iterable[str] | None = None, rows: Any = None) -> None:
+    """Write a result in one shape per format, the same for every command: `json` is one document
+    (`data`); `jsonl` is one line per row — the items of a list, the messages of a view (`rows`), or
+    the one document when it has no rows; `text` is lines for people."""
     if fmt == "json":
         echo_json(json_text(data))
     elif fmt == "jsonl":
-        rows = data if isinstance(data, (list, tuple)) else [data]
+        if rows is None:
+            rows = data if isinstance(data, (list, tuple)) else [data]
         for row in rows:
             echo_json(_ENCODER.encode(to_builtins(row)).decode())
     else:
         for line in text if text is not None else [str(data)]:
-            click.echo(line)
+            echo(line)
 
 
 def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> list[str]:

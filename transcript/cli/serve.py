@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from transcript.cli.history import diff_data
-from transcript.cli.options import db_option, open_store, pick_session, session_option, shown_point, view_data
+from transcript.cli.options import db_option, open_store, session_option, shown_point, view_data
 from transcript.cli.output import json_text as _json, safe
+from transcript.cli.picking import pick_session
 from transcript.model.checkpoint import to_json
 from transcript.model.errors import TranscriptError
 from transcript.session.replay import check_served, timeline, view_at
@@ -84,7 +85,7 @@ def build_server(db_path: str | None, default_session: str | None = None) -> MCP
 
         def answer(store: Store, s: str | None) -> str:
             chosen = sid(store, s)
-            return _json(view_data(view_at(store.events, chosen, shown_point(store, chosen, point))))
+            return _json(view_data(view_at(store.events, chosen, shown_point(store, chosen, point)), chosen))
 
         return reading(answer)(session)
 

@@ -1,94 +1,76 @@
-"""Commands about a store's sessions: sessions, import, show, export, copy."""
+"""Commands that read a store's sessions: sessions, show, search."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
-from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
-import msgspec
 
 from transcript.cli.options import (
     db_option,
     format_option,
     open_store,
-    pick_session,
+    print_view,
     session_option,
     shown_point,
-    view_data,
-    view_lines,
-    wire_data,
     wire_option,
 )
-from transcript.cli.output import echo_json, emit, message_lines, safe, table
-from transcript.formats import IMPORTERS
+from transcript.cli.output import emit, message_lines, safe, table, to_builtins
+from transcript.cli.picking import by_activity, pick_session
+from transcript.model.message import Message
 from transcript.session.replay import view_at
+from transcript.store.port import SearchHit, SessionInfo
 
 
 @click.command()
 @db_option
 @format_option
 def sessions(db_path: str | None, fmt: str) -> None:
-    """List the sessions of the store: message counts, versions and head hashes (keep a head hash to
-    check the session later with `verify --expect-head`)."""
+    """List the sessions of the store, the latest activity first: title, source format, the first and
+    last message times (the session's own), messages, stored tokens, parent and head hash (keep it to
+    check the session later with `verify --expect-head`; json and jsonl give it whole, and the version)."""
     with open_store(db_path, readonly=True) as store:
-        rows = store.sessions()
+        rows = by_activity(store.sessions())
     emit(
-        rows,
+        [session_row(s) for s in rows],
         fmt,
         text=table(
-            [(s.session_id, s.messages, s.version, s.head_hash[:16]) for s in rows],
-            ("session", "messages", "version", "head"),
+            [
+                (
+                    s.session_id,
+                    _clip(s.title, TITLE_SHOWN),
+                    s.source_format or "-",
+                    _minute(s.first_at),
+                    _minute(s.last_at),
+                    s.messages,
+                    s.stored_tokens,
+                    s.parent_session_id or "",
+                    s.head_hash[:16],
+                )
+                for s in rows
+            ],
+            ("session", "title", "format", "first", "last", "messages", "tokens", "parent", "head"),
         ),
     )
 
 
-@click.command(name="import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@db_option
-@click.option(
-    "--format",
-    "source_format",
-    type=click.Choice(["auto", *IMPORTERS]),
-    default="auto",
-    show_default=True,
-    help="Format of FILE.",
-)
-@click.option(
-    "--output", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Report format."
-)
-def import_(file: Path, db_path: str | None, source_format: str, output: str) -> None:
-    """Import a recorded session file (all its sessions in one transaction) and report what was done."""
-    with open_store(db_path, must_exist=False) as store:
-        report = store.import_file(file, format=source_format)
-    lines = [
-        f"{safe(str(file))}: {report.format}, {len(report.sessions)} sessions, {report.messages} messages"
-    ]
-    lines += table(
-        [
-            (s.session_id, s.messages, s.tool_calls, s.appended, len(s.repairs), len(s.warnings))
-            for s in report.sessions
-        ],
-        ("session", "messages", "tool calls", "new", "repairs", "warnings"),
-    )
-    for session in report.sessions:
-        lines += [
-            f"  repair in {safe(session.session_id)}: {r.kind}: {safe(r.detail)}" for r in session.repairs
-        ]
-        lines += [f"  warning in {safe(session.session_id)}: {safe(w)}" for w in session.warnings]
-        if session.compactions:
-            lines.append(
-                f"  {session.compactions} compaction(s) the agent made itself imported in "
-                f"{safe(session.session_id)} (strategy 'imported')"
-            )
-        lines += [
-            f"  superseded in {safe(session.session_id)}: synthetic result {safe(m)} (a real result followed)"
-            for m in session.superseded
-        ]
-    emit(report, output, text=lines)
+def session_row(info: SessionInfo) -> dict[str, Any]:
+    """A session as `sessions --format json` lists it."""
+    data: dict[str, Any] = to_builtins(info)
+    data["source_format"] = info.source_format
+    return data
+
+
+TITLE_SHOWN: Final = 48
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _minute(when: str) -> str:
+    """An ISO time to the minute, as a column shows it (`2025-09-07 09:52`)."""
+    return when[:16].replace("T", " ")
 
 
 @click.command()
@@ -96,19 +78,42 @@ def import_(file: Path, db_path: str | None, source_format: str, output: str) ->
 @session_option
 @click.option("--stored", is_flag=True, help="Show the stored history instead of the model view.")
 @click.option("--at", "point", default=None, help="Show the view at this point (a version, or 'last').")
+@click.option("--tail", type=click.IntRange(min=1), default=None, help="Only the last N messages shown.")
+@click.option(
+    "--role",
+    type=click.Choice(["system", "user", "assistant", "tool"]),
+    multiple=True,
+    help="Only messages of this role (repeatable).",
+)
+@wire_option("The view as a provider's request (JSON).")
 @format_option
-def show(db_path: str | None, session_id: str | None, stored: bool, point: str | None, fmt: str) -> None:
-    """Show a session: its current model view (or the stored history), message by message."""
+def show(
+    db_path: str | None,
+    session_id: str | None,
+    stored: bool,
+    point: str | None,
+    tail: int | None,
+    role: tuple[str, ...],
+    wire: str,
+    fmt: str,
+) -> None:
+    """Show a session: its current model view (or the stored history), message by message; --tail and
+    --role show part of it (positions stay the view's)."""
     if stored and point is not None:
         raise click.UsageError("--stored shows the whole history; it takes no --at")
+    if wire != "neutral" and (stored or tail or role):
+        raise click.UsageError(
+            "--wire prints the whole view as a request; it takes no --stored, --tail or --role"
+        )
     with open_store(db_path, readonly=True) as store:
         sid = pick_session(store, session_id)
         if stored:
             messages = store.session(sid).stored_messages()
+            shown = _part(list(enumerate(messages)), tail, role)
             emit(
-                messages,
+                [m for _, m in shown],
                 fmt,
-                text=[line for i, m in enumerate(messages) for line in message_lines(m, position=i)],
+                text=[line for i, m in shown for line in message_lines(m, position=i)],
             )
             return
         view = (
@@ -117,132 +122,97 @@ def show(db_path: str | None, session_id: str | None, stored: bool, point: str |
             else store.session(sid).visible_messages()
         )
     header = f"{safe(sid)}: {len(view)} messages, {view.tokens:,} tokens, source {view.source}"
-    emit({"session": sid, "view": view_data(view)}, fmt, text=view_lines(view, header))
+    if not (tail or role):
+        print_view(view, sid, header, fmt=fmt, wire=wire)
+        return
+    shown = _part(list(enumerate(view.messages)), tail, role)
+    header += f" (showing {len(shown)})"
+    data = {
+        "session": sid,
+        "messages": to_builtins([m for _, m in shown]),
+        "positions": [i for i, _ in shown],
+        "source": view.source,
+        "tokens": view.tokens,
+        "diagnostics": to_builtins(list(view.diagnostics)),
+    }
+    lines = [header, *(line for i, m in shown for line in message_lines(m, position=i))]
+    emit(data, fmt, text=lines, rows=data["messages"])
 
 
-@click.command()
-@db_option
-@session_option
-@wire_option("Render for a provider's request format.")
-@click.option("--history", is_flag=True, help="Export the stored history instead of the model view.")
-@click.option("--state", is_flag=True, help="Export the session-state document (Store.restore reads it).")
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout."
-)
-def export(
-    db_path: str | None, session_id: str | None, wire: str, history: bool, state: bool, output: Path | None
-) -> None:
-    """Export a session: its model view (optionally in a provider's wire format), history, or state."""
-
-    if state and (history or wire != "neutral"):
-        raise click.UsageError("--state exports the whole log; it takes neither --history nor --wire")
-    with open_store(db_path, readonly=True) as store:
-        t = store.session(pick_session(store, session_id))
-        data: bytes
-        if state:
-            data = t.export_state().to_json()
-        elif history:
-            data = _history(t.stored_messages(), wire)
-        else:
-            data = msgspec.json.encode(wire_data(t.visible_messages(), wire))
-    if output is None:
-        echo_json(data.decode())
-    else:
-        write_private(output, data + b"\n")
-        click.echo(f"wrote {output}", err=True)
-
-
-def _history(messages: list[Any], wire: str) -> bytes:
-
-    if wire == "openai":
-        from transcript.formats.openai_chat import export as openai_export
-
-        return openai_export(messages).rstrip("\n").encode()
-    if wire == "anthropic":
-        from transcript.formats.anthropic_messages import export as anthropic_export
-
-        return msgspec.json.encode(anthropic_export(messages))
-    return msgspec.json.encode(messages)
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Write an export readable by its owner only (mode 0600), atomically: the bytes go to a new file
-    beside the target, synced, which then replaces the target. A link planted at the path is replaced,
-    never followed, and no reader ever sees half an export."""
-    try:
-        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    except OSError as exc:
-        raise click.ClickException(f"cannot write {safe(str(path))}: {exc.strerror}") from exc
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise click.ClickException(f"cannot write {safe(str(path))}: {exc.strerror}") from exc
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+def _part(
+    messages: list[tuple[int, Message]], tail: int | None, roles: tuple[str, ...]
+) -> list[tuple[int, Message]]:
+    kept = [(i, m) for i, m in messages if not roles or m.role in roles]
+    return kept[-tail:] if tail else kept
 
 
 @click.command()
 @click.argument("phrase")
 @db_option
-@click.option("--session", "session_id", default=None, help="Search this session only.")
+@click.option(
+    "--session",
+    "session_id",
+    default=None,
+    help="Search this session only (its id, a unique prefix, its title, or 'latest').",
+)
 @click.option(
     "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Most matches shown."
 )
+@click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="One match per session holding it (a message shared by forks and simulated copies is shown "
+    "once by default, with the sessions that hold it).",
+)
 @format_option
-def search(phrase: str, db_path: str | None, session_id: str | None, limit: int, fmt: str) -> None:
-    """Find messages whose text holds PHRASE (its words in this order), best matches first.
+def search(
+    phrase: str, db_path: str | None, session_id: str | None, limit: int, every: bool, fmt: str
+) -> None:
+    """Find messages whose text holds PHRASE (its words in this order), best matches first; a message
+    shared by several sessions (forks, simulated copies) is listed once, with the others it is in.
 
     Full-text search is opt-in: the first search of a file builds its index, and from then on every
     message is indexed as it is stored (nothing is indexed, and nothing is paid, until then).
     """
     with open_store(db_path) as store:
-        hits = store.search(phrase, session_id=session_id, limit=limit)
+        sid = pick_session(store, session_id) if session_id is not None else None
+        if every:
+            hits = store.search(phrase, session_id=sid, limit=limit)
+            rows = [to_builtins(h) | {"also_in": []} for h in hits]
+        else:
+            rows = _collapsed(lambda n: store.search(phrase, session_id=sid, limit=n), limit)
+    # The "also in" column only when a match is shared (forks, simulated copies).
+    shared = any(r["also_in"] for r in rows)
     lines = table(
-        [(h.session_id, h.seq, h.role, h.snippet) for h in hits], ("session", "seq", "role", "match")
+        [
+            (r["session_id"], r["seq"], r["role"], *([_others(r["also_in"])] if shared else []), r["snippet"])
+            for r in rows
+        ],
+        ("session", "seq", "role", *(["also in"] if shared else []), "match"),
     )
-    emit(hits, fmt, text=lines if hits else [f"no message holds {safe(phrase)!r}"])
+    emit(rows, fmt, text=lines if rows else [f"no message holds {safe(phrase)!r}"])
 
 
-@click.command()
-@click.argument("source")
-@click.argument("destination")
-@click.option("--session", "session_ids", multiple=True, help="Copy this session (repeat it); default: all.")
-@format_option
-def copy(source: str, destination: str, session_ids: tuple[str, ...], fmt: str) -> None:
-    """Copy sessions from one store to another (a file or a postgresql:// URL, either way).
+def _collapsed(search: Any, limit: int) -> list[dict[str, Any]]:
+    """The best `limit` messages matching, each once: its first hit, and the other sessions holding the
+    same stored body (asked for in growing batches until `limit` messages are found or none is left)."""
+    asked = limit
+    while True:
+        hits: list[SearchHit] = search(asked)
+        by_message: dict[str, dict[str, Any]] = {}
+        for hit in hits:
+            row = by_message.get(hit.message_id)
+            if row is None:
+                by_message[hit.message_id] = to_builtins(hit) | {"also_in": []}
+            elif hit.session_id != row["session_id"] and hit.session_id not in row["also_in"]:
+                row["also_in"].append(hit.session_id)
+        if len(by_message) >= limit or len(hits) < asked:
+            return list(by_message.values())[:limit]
+        asked *= 4
 
-    Each session is the very same log in both: its id, events, times and hashes, so `verify` passes
-    on both sides and `export --state` gives the same document. A session the destination already
-    holds at the same head is left as it is; one it holds otherwise is an error (nothing of it is
-    written). Each session is copied in one transaction.
-    """
-    rows: list[dict[str, Any]] = []
-    with open_store(source, readonly=True) as src, open_store(destination, must_exist=False) as dst:
-        wanted = list(session_ids) or [info.session_id for info in src.sessions()]
-        for session_id in wanted:
-            pick_session(src, session_id)
-            head = src.head(session_id)
-            if dst.has_session(session_id):
-                if dst.head(session_id) != head:
-                    raise click.ClickException(
-                        f"{safe(session_id)}: {dst.path} holds another log of this session; "
-                        "nothing of it was copied"
-                    )
-                outcome = "already there"
-            else:
-                dst.restore(src.session(session_id).export_state(), exact=True)
-                outcome = "copied"
-            rows.append({"session_id": session_id, "version": head[0], "head": head[1], "outcome": outcome})
-    lines = table(
-        [[r["session_id"], r["version"], r["head"][:16], r["outcome"]] for r in rows],
-        ["session", "version", "head", ""],
-    )
-    emit(rows, fmt, text=lines)
+
+def _others(sessions: list[str]) -> str:
+    if not sessions:
+        return ""
+    return sessions[0] + (f" +{len(sessions) - 1}" if len(sessions) > 1 else "")

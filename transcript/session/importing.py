@@ -11,9 +11,10 @@ the end of the file then gives way to the real result: it is excluded from the v
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -65,14 +66,69 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def import_file(
-    store: EventStore, counter: TokenCounter, path: str | Path, format: str = "auto"
+    store: EventStore,
+    counter: TokenCounter,
+    path: str | Path,
+    format: str = "auto",
+    *,
+    as_id: str | None = None,
+    prefix: str = "",
 ) -> ImportReport:
-    """Parse a file (detecting its format unless given) and store its sessions in one transaction."""
+    """Parse a file (detecting its format unless given) and store its sessions in one transaction;
+    `as_id` names its session (and the sub-agents under it), `prefix` goes before every session id."""
+    name, parsed = read_file(path, format)
+    return store_parsed(store, counter, path, name, renamed(parsed, as_id=as_id, prefix=prefix))
+
+
+def read_file(path: str | Path, format: str = "auto") -> tuple[str, list[ParsedSession]]:
+    """The format of a file (detected unless given) and its sessions as parsed: nothing is stored."""
     _check_file(path)
     name = detect_format(path) if format == "auto" else format
-    parsed = parse(path, name)
+    return name, parse(path, name)
+
+
+def store_parsed(
+    store: EventStore, counter: TokenCounter, path: str | Path, name: str, parsed: Sequence[ParsedSession]
+) -> ImportReport:
+    """Store the sessions parsed from the file at `path` in format `name`, in one transaction."""
     reports = import_sessions(store, counter, parsed, source=f"{name}:{Path(path).name}")
     return ImportReport(path=str(path), format=name, sessions=tuple(reports))
+
+
+def renamed(
+    parsed: Sequence[ParsedSession], *, as_id: str | None = None, prefix: str = ""
+) -> list[ParsedSession]:
+    """The sessions of one file under other ids: `as_id` for its one top-level session (its
+    sub-agents, `<id>/<call>`, keep their place under it), `prefix` before every id. The file's
+    message ids are kept; each is stored in its new session's namespace, as any import's are."""
+    if as_id is None and not prefix:
+        return list(parsed)
+    if as_id is not None:
+        check_session_id(as_id)
+    tops = [s.session_id for s in parsed if s.parent_session_id is None]
+    if as_id is not None and len(tops) != 1:
+        raise InvalidArgument(
+            f"the file holds {len(tops)} top-level sessions; a name given for one (as_id) cannot name "
+            "them all: give a prefix instead"
+        )
+
+    def new_id(old: str | None) -> str | None:
+        if old is None:
+            return None
+        if as_id is not None and (old == tops[0] or old.startswith(f"{tops[0]}/")):
+            old = as_id + old[len(tops[0]) :]
+        return prefix + old
+
+    return [
+        msgspec.structs.replace(
+            s,
+            session_id=new_id(s.session_id),
+            parent_session_id=new_id(s.parent_session_id),
+            # A title that only repeated the old id (a file stem) says nothing: `import_title` finds one.
+            title=None if s.title == s.session_id else s.title,
+        )
+        for s in parsed
+    ]
 
 
 def _check_file(path: object) -> None:
@@ -102,7 +158,7 @@ def import_sessions(
                 messages=len(session.messages),
                 tool_calls=sum(len(m.tool_calls) for m in session.messages),
                 appended=appended,
-                title=session.title,
+                title=import_title(session),
                 parent_session_id=session.parent_session_id,
                 parent_call_id=session.parent_call_id,
                 repairs=tuple(session.repairs),
@@ -140,7 +196,7 @@ def _plan_session(
     if loaded.version == 0:
         events.append(
             SessionStarted(
-                title=session.title,
+                title=import_title(session),
                 source=source,
                 parent_session_id=session.parent_session_id,
                 parent_call_id=session.parent_call_id,
@@ -178,6 +234,25 @@ def _plan_session(
     )
     write = SessionWrite(session.session_id, loaded.version, events, prepared)
     return write, len(prepared), tuple(message.id for message in superseded), session
+
+
+def import_title(session: ParsedSession) -> str | None:
+    """The title an imported session starts with: the one its file gives, unless that only repeats the
+    session's id (a file stem, as SWE-agent and OpenHands files give): then the opening of its first
+    real user request, harness markup taken out (`planner.intent.first_request`), on one line."""
+    if session.title and session.title != session.session_id:
+        return session.title
+    from planner.intent import first_request
+
+    request = first_request(session.messages)
+    # Context a harness wraps in tags around the request (`<uploaded_files>…</uploaded_files>`,
+    # `<environment_context>`) is no part of what the user asked, when something else is left.
+    request = _WRAPPED.sub(" ", request).strip() or request
+    return " ".join(request.split())[:TITLE_CHARS] or session.title
+
+
+TITLE_CHARS: Final = 80
+_WRAPPED: Final = re.compile(r"<([a-z][a-z0-9_-]*)>.*?</\1>", re.DOTALL)
 
 
 def namespaced(session_id: str, message_id: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from transcript.model.arguments import check_flag, check_items
 from transcript.model.codec import normalize_message
-from transcript.model.errors import InvalidArgument, SessionNotFound
+from transcript.model.errors import InvalidArgument, SessionNotFound, StoreCorrupted
 from transcript.model.message import Message
 from transcript.model.state import SessionState
 from transcript.session.facade import Transcript, check_session_id, check_settings
@@ -126,9 +126,45 @@ class Store:
         check_settings(**settings)
         return Transcript.attach(self.events, session_id, create=create, tokenizer=self.tokenizer, **settings)
 
-    def import_file(self, path: str | Path, format: str = "auto") -> ImportReport:
-        """Import a recorded session file (all its sessions in one transaction); see `transcript.formats`."""
-        return import_file(self.events, self.counter, path, format)
+    def import_file(
+        self, path: str | Path, format: str = "auto", *, as_id: str | None = None, prefix: str = ""
+    ) -> ImportReport:
+        """Import a recorded session file (all its sessions in one transaction); see `transcript.formats`.
+
+        `as_id` stores its session under that id (its sub-agents under `<as_id>/...`; a file of several
+        top-level sessions is refused), `prefix` goes before every session id it stores.
+        """
+        if as_id is not None and not isinstance(as_id, str):
+            raise InvalidArgument(f"as_id is a session id, not {type(as_id).__name__}")
+        if not isinstance(prefix, str):
+            raise InvalidArgument(f"prefix is a string, not {type(prefix).__name__}")
+        return import_file(self.events, self.counter, path, format, as_id=as_id, prefix=prefix)
+
+    def backup(self, target: str | Path) -> None:
+        """A consistent copy of the whole file at `target` (a new file, mode 0600), taken while other
+        processes go on writing; it is checked with `verify` before it takes the target's name."""
+        import os
+
+        from transcript.store.verify import verify
+
+        if not isinstance(target, (str, Path)):
+            raise InvalidArgument(f"backup takes a path, not {type(target).__name__}")
+        final = str(target)
+        if os.path.isdir(final):
+            raise InvalidArgument(f"{final} is a directory; a backup is a file")
+        partial = f"{final}.{os.getpid()}.partial"
+        try:
+            self.events.backup(partial)
+            report = verify(partial, anchor=False)
+            if not report.ok:
+                raise StoreCorrupted(
+                    f"the copy of {self.path} failed its check, so {final} was not written: {report.first}"
+                )
+            os.replace(partial, final)
+        finally:
+            for name in (partial, *(partial + side for side in ("-wal", "-shm", "-journal"))):
+                if os.path.lexists(name):
+                    os.unlink(name)
 
     def restore(
         self, state: SessionState, *, session_id: str | None = None, exact: bool = False, **settings: Any

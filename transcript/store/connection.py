@@ -90,7 +90,7 @@ def connect(
                 uri, uri=True, isolation_level=None, check_same_thread=False, timeout=timeout
             )
         else:
-            _create_private(target)
+            create_private(target)
             conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=timeout)
         try:
             if readonly and text_errors:
@@ -104,7 +104,7 @@ def connect(
     return conn
 
 
-def _create_private(path: str) -> os.stat_result | None:
+def create_private(path: str) -> os.stat_result | None:
     """Create an empty file readable by its owner only, never through a link, and return what it is;
     None when a file is there already (it keeps its mode). A link that points nowhere is refused:
     creating the store through it would make a file where the link says, with the default mode."""
@@ -144,7 +144,7 @@ def removed_if_failed(path: str | Path | None, *, readonly: bool) -> Iterator[No
         return
     name = str(target)
     before = {suffix for suffix in SIDE_FILES if os.path.lexists(name + suffix)}
-    created = _create_private(name)
+    created = create_private(name)
     try:
         yield
     except BaseException:
@@ -168,3 +168,35 @@ def _remove_created(name: str, created: os.stat_result, before: set[str]) -> Non
                 os.unlink(name + suffix)
     except OSError:
         pass  # what cannot be removed stays; the open's own error is what the caller needs
+
+
+def side_files(path: str) -> frozenset[str]:
+    """Which of the files SQLite may make beside a store are there now."""
+    if not _nameable(path):
+        return frozenset()
+    return frozenset(suffix for suffix in SIDE_FILES if os.path.lexists(path + suffix))
+
+
+def tidy_after_read(path: str, before: frozenset[str]) -> None:
+    """Let SQLite remove the empty `-wal` and `-shm` it made for a read-only connection, now closed.
+
+    A read-only connection to a WAL file makes both and may not remove them. When this one made them
+    and the `-wal` holds nothing, a read-write connection that reads the schema and closes is the
+    file's last connection, and SQLite removes both as it does for any last connection; while another
+    connection has the file open (a writer at work), SQLite leaves them, as it must. Nothing is written.
+    """
+    made = [suffix for suffix in ("-wal", "-shm") if suffix not in before and os.path.lexists(path + suffix)]
+    if not made:
+        return
+    try:
+        if os.path.getsize(path + "-wal") != 0:
+            return
+        from urllib.parse import quote
+
+        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=rw", uri=True, timeout=0)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error):
+        pass  # a file this user may not write, or one another connection holds: they stay

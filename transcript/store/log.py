@@ -183,6 +183,9 @@ class EventLog:
                 and isinstance(row.version, int)
                 and isinstance(row.head_hash, str)
                 and isinstance(row.title, (str, type(None)))
+                and all(isinstance(v, (str, type(None))) for v in (row.source, row.parent_session_id))
+                and all(isinstance(v, (str, type(None))) for v in (row.first_at, row.last_at))
+                and isinstance(row.stored_tokens, int)
             ):
                 raise StoreCorrupted(
                     f"heads row (session {row.session_id!r}): it holds values of the wrong type"
@@ -194,9 +197,20 @@ class EventLog:
                     version=row.version,
                     head_hash=row.head_hash,
                     title=row.title or "",
+                    source=row.source or "",
+                    parent_session_id=row.parent_session_id,
+                    first_at=row.first_at or "",
+                    last_at=row.last_at or "",
+                    stored_tokens=row.stored_tokens,
                 )
             )
         return listed
+
+    @_serialized
+    def backup(self, target: str) -> None:
+        """A consistent copy of the whole store in a new file at `target` (the recorder's own copy: one
+        snapshot, taken while others go on writing)."""
+        self.recorder.backup(target)
 
     @_serialized
     def head(self, session_id: str) -> tuple[int, str]:

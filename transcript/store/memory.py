@@ -13,12 +13,15 @@ import bisect
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Final
+
+import msgspec
 
 from transcript.model.codec import MESSAGE_DECODER
 from transcript.model.errors import ConflictError, StoreReadOnly, StoreUnavailable
 from transcript.model.events import EVENT_DECODER, SessionStarted, TitleSet
-from transcript.model.message import opening_title
+from transcript.model.message import Message, opening_title
 from transcript.store import lease
 from transcript.store.port import SearchHit
 from transcript.store.recorder import (
@@ -34,6 +37,14 @@ from transcript.store.recorder import (
 )
 
 _APPENDED: Final = "message_appended"
+
+
+def utc_text(when: datetime | str) -> str:
+    """A time as the `sessions` view writes it: UTC, ISO 8601, milliseconds, `Z`."""
+    moment = datetime.fromisoformat(when) if isinstance(when, str) else when
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 class _Rows:
@@ -146,25 +157,48 @@ class MemoryRecorder:
             heads = sorted(self._rows.heads.items())
             logs = {session_id: list(self._rows.events.get(session_id, [])) for session_id, _ in heads}
         return [
-            SessionRow(
-                session_id,
-                sum(row.kind == _APPENDED for row in logs[session_id]),
-                version,
-                head,
-                self._title(logs[session_id]),
-            )
+            self._session(session_id, version, head, logs[session_id])
             for session_id, (version, head) in heads
         ]
 
-    def _title(self, log: list[EventRow]) -> str:
+    def _session(self, session_id: str, version: int, head: str, log: list[EventRow]) -> SessionRow:
+        """A session as the `sessions` view lists it (`schema.SESSIONS_SELECT`), computed in code."""
+        started = next((row for row in log if row.kind == "session_started"), None)
+        source = EVENT_DECODER.decode(started.payload).source if started is not None else None  # type: ignore[union-attr]
+        parent: str | None = None
+        for row in log:
+            if row.kind in ("session_started", "forked_from"):
+                parent = EVENT_DECODER.decode(row.payload).parent_session_id  # type: ignore[union-attr]
+                break
+        appended = [row for row in log if row.kind == _APPENDED]
+        bodies = [self._rows.bodies.get(row.message_id or "") for row in appended]
+        messages = [MESSAGE_DECODER.decode(body.body) for body in bodies if body is not None]
+        times = [utc_text(m.created_at) for m in messages] or [utc_text(row.recorded_at) for row in log]
+        tokens = sum(sum(msgspec.json.decode(body.tokens)) for body in bodies if body is not None)
+        return SessionRow(
+            session_id,
+            len(appended),
+            version,
+            head,
+            self._title(log, messages),
+            source,
+            parent,
+            min(times, default=None),
+            max(times, default=None),
+            tokens,
+        )
+
+    def _title(self, log: list[EventRow], messages: list[Message]) -> str:
         """The title last given (at its start or by `title_set`), else its first user message's opening."""
         for row in reversed(log):
             if row.kind in ("session_started", "title_set"):
                 event = EVENT_DECODER.decode(row.payload)
                 if isinstance(event, (SessionStarted, TitleSet)) and event.title is not None:
                     return event.title
-        appended = (self._rows.bodies.get(row.message_id or "") for row in log if row.kind == _APPENDED)
-        return opening_title(MESSAGE_DECODER.decode(body.body) for body in appended if body is not None)
+        return opening_title(messages)
+
+    def backup(self, target: str) -> None:
+        raise StoreUnavailable(f"{self.location}: the in-process recorder has no file to copy")
 
     def scan_bodies(self) -> Iterator[tuple[object, ...]]:
         with self._rows.lock:

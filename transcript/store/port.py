@@ -31,14 +31,27 @@ from transcript.model.message import Message
 
 class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
     """A session of the store: its id, how many messages its history holds, its version, its head hash
-    (the hash of its last event: keep it to check the session later, `verify --expect-head`) and its
-    title (given, or its first user message's opening)."""
+    (the hash of its last event: keep it to check the session later, `verify --expect-head`), its
+    title (given, or its first user message's opening), the source its import recorded
+    (`<format>:<file name>`), the session it was forked or spawned from, the first and last times of
+    its own messages (ISO 8601, UTC: when they were written, not when they were imported) and the
+    tokens its history holds."""
 
     session_id: str
     messages: int
     version: int
     head_hash: str = ""
     title: str = ""
+    source: str = ""
+    parent_session_id: str | None = None
+    first_at: str = ""
+    last_at: str = ""
+    stored_tokens: int = 0
+
+    @property
+    def source_format(self) -> str:
+        """The format its import read (`claude-code`, `swe-agent`, ...); "" when it was not imported."""
+        return self.source.partition(":")[0]
 
 
 class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
@@ -194,6 +207,10 @@ class EventStore(Protocol):
 
     def sessions(self) -> list[SessionInfo]:
         """Every session in the store, by id."""
+        ...
+
+    def backup(self, target: str) -> None:
+        """A consistent copy of the whole store in a new file at `target`, taken while others write."""
         ...
 
     def load(self, session_id: str) -> LoadedSession:

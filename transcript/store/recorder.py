@@ -69,13 +69,20 @@ class HistoryRow(NamedTuple):
 
 
 class SessionRow(NamedTuple):
-    """A session as listed: id, messages in its history, head version and hash, title ("" if none)."""
+    """A session as listed: id, messages in its history, head version and hash, title ("" if none);
+    then the source its import recorded, its parent, its first and last message times (ISO 8601 UTC),
+    and its stored tokens."""
 
     session_id: str
     messages: int
     version: int
     head_hash: str
     title: str
+    source: str | None = None
+    parent_session_id: str | None = None
+    first_at: str | None = None
+    last_at: str | None = None
+    stored_tokens: int = 0
 
 
 class BodyTaken(ConflictError):
@@ -189,6 +196,12 @@ class Recorder(Protocol):
 
     def sessions(self) -> list[SessionRow]:
         """Every session with a head, by id."""
+        ...
+
+    def backup(self, target: str) -> None:
+        """A consistent copy of the whole store in a new file at `target` (made 0600, never through a
+        link), taken while other connections go on writing; `StoreUnavailable` for a backend
+        without a file."""
         ...
 
     def scan_bodies(self) -> Iterable[tuple[object, ...]]:

@@ -327,6 +327,59 @@ EXCLUSION_RANGES: Final = (
 )
 
 
+# 0007: the `sessions` view with what a person picks a session by: the format its import read (the
+# `source` its `session_started` recorded, `<format>:<file name>`), and the first and last times of
+# its own messages (their `created_at`, as the recording gave them: not when they were imported),
+# normalised to UTC with millisecond precision; a session without messages falls back on its events.
+_MESSAGE_TIME: Final = """(
+        SELECT strftime('%Y-%m-%dT%H:%M:%fZ', {agg}(julianday(coalesce(json_extract(b.body, '$.created_at'),
+            e.recorded_at))))
+        FROM events AS e JOIN bodies AS b ON b.message_id = e.message_id
+        WHERE e.session_id = h.session_id AND e.kind = 'message_appended'
+    )"""
+_EVENT_TIME: Final = """(
+        SELECT strftime('%Y-%m-%dT%H:%M:%fZ', {agg}(julianday(e.recorded_at))) FROM events AS e
+        WHERE e.session_id = h.session_id
+    )"""
+_SOURCE: Final = """(
+        SELECT json_extract(s.payload, '$.source') FROM events AS s
+        WHERE s.session_id = h.session_id AND s.kind = 'session_started'
+        ORDER BY s.version LIMIT 1
+    )"""
+SESSIONS_SELECT: Final = f"""
+    SELECT
+        h.session_id AS session_id,
+        coalesce((
+            SELECT json_extract(t.payload, '$.title') FROM events AS t
+            WHERE t.session_id = h.session_id AND t.kind IN ('session_started', 'title_set')
+              AND json_extract(t.payload, '$.title') IS NOT NULL
+            ORDER BY t.version DESC LIMIT 1
+        ), {_FIRST_REQUEST}) AS title,
+        {_SOURCE} AS source,
+        CASE WHEN instr({_SOURCE}, ':') > 0 THEN substr({_SOURCE}, 1, instr({_SOURCE}, ':') - 1)
+            ELSE {_SOURCE} END AS source_format,
+        (
+            SELECT json_extract(s.payload, '$.parent_session_id') FROM events AS s
+            WHERE s.session_id = h.session_id AND s.kind IN ('session_started', 'forked_from')
+            ORDER BY s.version LIMIT 1
+        ) AS parent_session_id,
+        coalesce({_MESSAGE_TIME.format(agg="min")}, {_EVENT_TIME.format(agg="min")}) AS first_at,
+        coalesce({_MESSAGE_TIME.format(agg="max")}, {_EVENT_TIME.format(agg="max")}) AS last_at,
+        (
+            SELECT count(*) FROM events AS e
+            WHERE e.session_id = h.session_id AND e.kind = 'message_appended'
+        ) AS messages,
+        (
+            SELECT coalesce(sum(j.value), 0)
+            FROM events AS e JOIN bodies AS b ON b.message_id = e.message_id, json_each(b.tokens) AS j
+            WHERE e.session_id = h.session_id AND e.kind = 'message_appended'
+        ) AS stored_tokens,
+        h.version AS head_version,
+        h.hash AS head_hash
+    FROM heads AS h
+    """
+SESSIONS_VIEW: Final = f"CREATE VIEW sessions AS{SESSIONS_SELECT}"
+
 # Full-text search, opt-in: built by the first search, then kept current as bodies are written. The
 # text of a body is its parts' text: text and reasoning, tool results, and tool calls (name, input).
 _BODY_TEXT: Final = """(
@@ -395,7 +448,16 @@ ATTESTATION: Final = "0005_record_digests_in_the_chain"
 EXCLUSION_RANGES_MIGRATION: Final = "0006_exclusion_ranges"
 # Migrations that change no table: a reader (a read-only open, `verify`) reads a file that awaits
 # them as it is, and compares its schema with the one the migrations it records create.
-READ_AS_IS: Final = frozenset((ATTESTATION, EXCLUSION_RANGES_MIGRATION))
+SESSIONS_OWN_TIMES: Final = "0007_sessions_view_own_times"
+READ_AS_IS: Final = frozenset((ATTESTATION, EXCLUSION_RANGES_MIGRATION, SESSIONS_OWN_TIMES))
+
+
+def _sessions_view_own_times(conn: sqlite3.Connection) -> None:
+    """0007: the `sessions` view adds each session's source, source format, parent, stored tokens and
+    the first and last times of its own messages (`SESSIONS_VIEW`). Nothing stored changes; a reader
+    of a file that awaits it lists sessions with the view's query (`SESSIONS_SELECT`)."""
+    conn.execute("DROP VIEW sessions")
+    conn.execute(SESSIONS_VIEW)
 
 
 def _build_migrations() -> list[tuple[str, Migration]]:
@@ -411,6 +473,7 @@ def _build_migrations() -> list[tuple[str, Migration]]:
         # appended before (`EventLog.attest`) right after this migration: no table changes.
         (ATTESTATION, _statements([])),
         (EXCLUSION_RANGES_MIGRATION, _statements(list(EXCLUSION_RANGES))),
+        (SESSIONS_OWN_TIMES, _sessions_view_own_times),
     ]
 
 

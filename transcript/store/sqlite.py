@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final, NoReturn
 
-from transcript.model.errors import ConflictError, StoreCorrupted, StoreReadOnly
+from transcript.model.errors import ConflictError, StoreCorrupted, StoreReadOnly, StoreUnavailable
 from transcript.store import connection, lease, schema
 from transcript.store.location import MEMORY
 from transcript.store.port import SearchHit
@@ -74,6 +74,8 @@ class SqliteRecorder:
         self._schema: tuple[int, list[str]] = (-1, [])
         # True after this open migrated a file whose appends predate record digests in the chain.
         self.attestation_due = False
+        # A read-only open: the side files there before it (the ones it made are tidied at close).
+        self._side_files: frozenset[str] | None = None
 
     @classmethod
     def open(
@@ -90,6 +92,7 @@ class SqliteRecorder:
         `verifying` opens it for `verify`: read-only, never migrated, a schema this release does not
         know still opened, and text that is not UTF-8 read with its bad bytes escaped.
         """
+        before = connection.side_files(location) if readonly else None
         conn = connection.connect(
             location,
             readonly=readonly,
@@ -110,6 +113,7 @@ class SqliteRecorder:
             conn.close()
             raise
         recorder = cls(conn, location, readonly=readonly)
+        recorder._side_files = before
         # A file that held a log before this open (not all migrations were pending) needs attesting.
         recorder.attestation_due = (
             not readonly and schema.ATTESTATION in pending and len(pending) < len(schema.KNOWN)
@@ -126,6 +130,8 @@ class SqliteRecorder:
     def close(self) -> None:
         """Close the connection. Committed work is already durable; nothing else is pending."""
         self.connection.close()
+        if self._side_files is not None:
+            connection.tidy_after_read(self.location, self._side_files)
 
     def __repr__(self) -> str:
         mode = "read-only" if self.readonly else "read-write"
@@ -216,13 +222,29 @@ class SqliteRecorder:
     def sessions(self) -> list[SessionRow]:
         """Every session, by id, as the `sessions` view lists it."""
         with connection.translated("listing sessions"), self._json_named():
+            # The view's own query, not the view: a file read as it is may keep an older view.
             rows = self._fetch(
-                "SELECT session_id, messages, head_version, head_hash, coalesce(title, '') FROM sessions "
+                "SELECT session_id, messages, head_version, head_hash, coalesce(title, ''), source, "
+                f"parent_session_id, first_at, last_at, stored_tokens FROM ({schema.SESSIONS_SELECT}) "
                 "ORDER BY session_id",
                 (),
                 lambda row: f"sessions view (session {row[0]!r})",
             )
         return list(map(SessionRow._make, rows))
+
+    def backup(self, target: str) -> None:
+        """A consistent copy of the file at `target` through SQLite's online backup, in one step: it
+        reads one snapshot while writers go on (WAL readers never block them)."""
+        if self.location == MEMORY:
+            raise StoreUnavailable("an in-memory store has no file to copy")
+        if connection.create_private(target) is None:
+            raise StoreUnavailable(f"cannot copy the store to {target}: a file is there already")
+        with connection.translated(f"copying {self.location} to {target}"):
+            copy = sqlite3.connect(target, isolation_level=None)
+            try:
+                self.connection.backup(copy)
+            finally:
+                copy.close()
 
     def scan_bodies(self) -> Iterator[tuple[object, ...]]:
         """Every body row as stored, in insertion order."""

@@ -1,0 +1,282 @@
+"""One vocabulary across the command line (issue 25): a table of every command, and for each the shared
+options checked for the one meaning they have everywhere.
+
+`-h` is `--help`; `--db` works before the command and after it (the command's own wins); `--format` is
+the output format with one shape per format (json: one document; jsonl: one row per line, the rows of
+that document; text: lines for people); `-o FILE` writes exactly what stdout would have shown to a new
+0600 file; `--session` takes an id, a unique prefix, a title or `latest`, and a miss suggests the closest
+(exit 2). A command that fails leaves no file behind, and one that only reads leaves no `-wal`/`-shm`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from tests.test_cli import BUDGET, CLAUDE_SMALL, SIM, SWE_FC, SWE_GPT4, Arg, copy_db, run, run_json
+from transcript.cli import cli
+from transcript.cli.options import EXIT_FAILURE, EXIT_USAGE
+
+OTHER = "sim/sweagent_pydicom-1458_gpt4"  # shares the prefix "sim/sweagent_" with SIM
+
+
+class Case(NamedTuple):
+    """A command as the table runs it: its arguments (besides --db and --session; `{dir}` is a scratch
+    directory), whether it takes --session, whether it writes the store, and the formats it prints."""
+
+    name: str
+    args: tuple[str, ...]
+    session: bool
+    writes: bool
+    formats: tuple[str, ...] = ("text", "json", "jsonl")
+
+
+CASES = [
+    Case("sessions", (), session=False, writes=False),
+    Case("show", (), session=True, writes=False),
+    Case("export", (), session=True, writes=False, formats=("json", "jsonl")),
+    Case("search", ("precision",), session=True, writes=True),  # the first search builds its index
+    Case("replay", (), session=True, writes=False),
+    Case("compacts", (), session=True, writes=False),
+    Case("checkpoint", (), session=True, writes=False),
+    Case("status", (), session=True, writes=False),
+    Case("stats", (), session=True, writes=False),
+    Case("verify", (), session=False, writes=False),
+    Case("backup", ("{dir}/backup.db",), session=False, writes=False),
+    Case("fork", ("--as", "forked"), session=True, writes=True),
+    Case("compact", ("--budget", "1500"), session=True, writes=True),
+    Case("simulate", ("--budget", "1500"), session=True, writes=True),
+    Case("import", (str(SWE_GPT4), "--as", "again"), session=False, writes=True),
+    Case("restore", ("{dir}/state.json", "--as", "restored"), session=False, writes=True),
+    Case("demo", (), session=False, writes=True),
+]
+BY_NAME = {case.name: case for case in CASES}
+PICKING = [case for case in CASES if case.session]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SIM (simulated, so it has compactions and a checkpoint), OTHER, and a Claude Code file's
+    three sessions (a main session and two sub-agents named under it)."""
+    db = tmp_path_factory.mktemp("vocabulary") / "store.db"
+    run(["simulate", SWE_FC, "--budget", BUDGET, "--db", db])
+    run(["import", SWE_GPT4, "--prefix", "sim/", "--db", db])
+    run(["import", CLAUDE_SMALL, "--db", db])
+    return db
+
+
+def _scratch(store: Path, where: Path) -> Path:
+    """A directory with a copy of the store, and what the table's arguments name in it."""
+    where.mkdir(parents=True, exist_ok=True)
+    db = copy_db(store, where / "copy.db")
+    (where / "state.json").write_bytes(
+        run(["export", "--db", store, "--session", SIM, "--state"]).stdout.encode()
+    )
+    return db
+
+
+def _args(case: Case, where: Path) -> list[Arg]:
+    return [case.name, *(a.replace("{dir}", str(where)) for a in case.args)]
+
+
+def _invoke(case: Case, store: Path, where: Path, *extra: Arg, db_first: bool = False) -> str:
+    """Run the case on a fresh copy of the store in `where` (so runs never see each other's writes);
+    its stdout with the paths and random ids that differ between runs taken out."""
+    db = _scratch(store, where)
+    session: list[Arg] = ["--session", SIM] if case.session and "--session" not in extra else []
+    args = _args(case, where)
+    full = ["--db", db, *args, *session, *extra] if db_first else [*args, "--db", db, *session, *extra]
+    return _masked(run(full).stdout, where)
+
+
+_VARYING = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # ids made anew (rounds, demo)
+    r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?Z?"  # times (of rounds, of imports)
+)
+
+
+def _masked(out: str, where: Path) -> str:
+    """Output with what differs between two runs of one command taken out: the scratch directory,
+    fresh ids and times."""
+    return _VARYING.sub("X", out.replace(str(where), "DIR"))
+
+
+def _rows(document: Any) -> list[Any]:
+    """The rows `--format jsonl` prints of a result: a list's items, a view's messages, a timeline's
+    points; a result with no rows is one line."""
+    if isinstance(document, list):
+        return document
+    for key in ("messages", "points"):
+        if isinstance(document, dict) and isinstance(document.get(key), list):
+            return list(document[key])
+    return [document]
+
+
+def test_the_table_has_every_command() -> None:
+    assert {case.name for case in CASES} == set(cli.commands)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_dash_h_is_help(case: Case) -> None:
+    short = run([case.name, "-h"]).stdout
+    assert short == run([case.name, "--help"]).stdout and short.startswith("Usage: ")
+    assert "-h, --help" in short and "--db PATH" in short
+    if case.session:
+        assert "unique prefix" in " ".join(short.split())  # --session says what it takes
+    if "-o" in [o for p in cli.commands[case.name].params for o in getattr(p, "opts", [])]:
+        assert "-o, --output FILE" in short
+
+
+def test_the_group_says_it_too() -> None:
+    assert run(["-h"]).stdout == run(["--help"]).stdout
+    assert "--db PATH" in run(["-h"]).stdout
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_db_before_the_command_means_the_same_as_after(
+    case: Case, store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no ./transcript.db, no $TRANSCRIPT_DB: only --db names the store
+    monkeypatch.delenv("TRANSCRIPT_DB", raising=False)
+    fmt = ["--format", "json"]
+    after = _invoke(case, store, tmp_path / "after", *fmt)
+    before = _invoke(case, store, tmp_path / "before", *fmt, db_first=True)
+    assert before == after and before.strip()
+    assert not (tmp_path / "transcript.db").exists()
+
+
+def test_a_commands_own_db_wins(store: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    assert (
+        run(["--db", missing, "sessions", "--db", store, "--format", "json"]).stdout
+        == run(["sessions", "--db", store, "--format", "json"]).stdout
+    )
+    assert "no store at" in run(["--db", store, "sessions", "--db", missing], code=EXIT_FAILURE).stderr
+    assert not missing.exists()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_format_has_one_shape_per_format(case: Case, store: Path, tmp_path: Path) -> None:
+    document = json.loads(_invoke(case, store, tmp_path / "json", "--format", "json"))
+    lines = _invoke(case, store, tmp_path / "jsonl", "--format", "jsonl").splitlines()
+    assert [json.loads(line) for line in lines] == _rows(document)
+    if "text" in case.formats:
+        text = _invoke(case, store, tmp_path / "text", "--format", "text")
+        assert text.strip()
+        with pytest.raises(ValueError):
+            json.loads(text)  # text is for people, never one of the JSON shapes
+    else:
+        db = _scratch(store, tmp_path / "refused")
+        run([*_args(case, tmp_path), "--db", db, "--format", "text"], code=EXIT_USAGE)
+    assert set(case.formats) <= {"text", "json", "jsonl"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_dash_o_writes_what_stdout_would_show_to_a_private_file(
+    case: Case, store: Path, tmp_path: Path
+) -> None:
+    shown = _invoke(case, store, tmp_path / "stdout", "--format", "json")
+    out = tmp_path / "result.json"
+    assert _invoke(case, store, tmp_path / "file", "--format", "json", "-o", out) == ""
+    assert _masked(out.read_text(), tmp_path / "file") == shown
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+
+
+@pytest.mark.parametrize("case", PICKING, ids=lambda c: c.name)
+def test_session_by_id_prefix_title_or_latest_is_the_same_session(
+    case: Case, store: Path, tmp_path: Path
+) -> None:
+    listed = run_json(["sessions", "--db", store, "--format", "json"])
+    title = next(s["title"] for s in listed if s["session_id"] == SIM)
+    assert title and title != SIM  # a title from the first request, not the id
+    wanted = {"id": SIM, "prefix": "sim/sweagent_m", "title": title, "title start": title[:30].upper()}
+    if listed[0]["session_id"] == SIM:  # `latest` is the session `sessions` lists first
+        wanted["latest"] = "latest"
+    fmt = ["--format", "json"]
+    outputs = {how: _invoke(case, store, tmp_path / how, "--session", s, *fmt) for how, s in wanted.items()}
+    assert len(set(outputs.values())) == 1, outputs
+
+
+def test_latest_is_the_session_with_the_latest_message(store: Path) -> None:
+    listed = run_json(["sessions", "--db", store, "--format", "json"])
+    assert [s["last_at"] for s in listed] == sorted((s["last_at"] for s in listed), reverse=True)
+    latest = run_json(["status", "--db", store, "--session", "latest", "--format", "json"])
+    assert latest["session_id"] == listed[0]["session_id"]
+
+
+@pytest.mark.parametrize("case", PICKING, ids=lambda c: c.name)
+def test_a_typo_suggests_the_closest_and_an_ambiguous_prefix_lists_the_candidates(
+    case: Case, store: Path, tmp_path: Path
+) -> None:
+    db = _scratch(store, tmp_path)
+    before = sorted(tmp_path.iterdir())
+    args = [*_args(case, tmp_path), "--db", db]
+    typo = run([*args, "--session", "sim/sweagent_marshmalow-1867_fc"], code=EXIT_USAGE).stderr
+    assert f"did you mean '{SIM}'" in typo
+    ambiguous = run([*args, "--session", "sim/sweagent_"], code=EXIT_USAGE).stderr
+    assert "2 sessions" in ambiguous and SIM in ambiguous and OTHER in ambiguous
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_a_prefix_of_a_session_and_its_sub_agents_is_the_session(store: Path) -> None:
+    main = run_json(["sessions", "--db", store, "--format", "json"])
+    parent = next(s for s in main if s["source_format"] == "claude-code" and s["parent_session_id"] is None)
+    status = run_json(["status", "--db", store, "--session", parent["session_id"][:8], "--format", "json"])
+    assert status["session_id"] == parent["session_id"]
+
+
+# A failing run of every command, on a store that does not exist yet: each must leave nothing behind.
+FAILING: dict[str, list[str]] = {
+    "import": ["import", "{dir}/junk.json"],
+    "restore": ["restore", "{dir}/junk.json"],
+    "demo": ["demo", "--budget", "0"],
+    "simulate": ["simulate", "{dir}/junk.json", "--budget", "100"],
+    "search": ["search", "precision"],
+    "backup": ["backup", "{dir}/backup.db"],
+    "compact": ["compact", "--budget", "100"],
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_a_failing_command_leaves_no_file_behind(case: Case, tmp_path: Path) -> None:
+    (tmp_path / "junk.json").write_text("[1, 2")
+    args = [a.replace("{dir}", str(tmp_path)) for a in FAILING.get(case.name, [case.name])]
+    before = sorted(tmp_path.iterdir())
+    result = run([*args, "--db", tmp_path / "new.db", "-o", tmp_path / "out.txt"], code=None)
+    assert result.exit_code in (EXIT_FAILURE, EXIT_USAGE), result.output
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_a_store_path_that_is_a_directory_says_so(tmp_path: Path) -> None:
+    err = run(["import", SWE_GPT4, "--db", tmp_path], code=EXIT_FAILURE).stderr
+    assert "is a directory" in err and "disk I/O" not in err
+    err = run(["import", SWE_GPT4, "--db", tmp_path / "no" / "such.db"], code=EXIT_FAILURE).stderr
+    assert "no directory" in err
+    assert sorted(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c.writes], ids=lambda c: c.name)
+def test_a_read_only_command_leaves_no_side_files(case: Case, store: Path, tmp_path: Path) -> None:
+    db = _scratch(store, tmp_path)
+    assert not any(os.path.exists(f"{db}{side}") for side in ("-wal", "-shm"))
+    made = tmp_path / "backup.db"
+    run([*_args(case, tmp_path), "--db", db, *(["--session", SIM] if case.session else [])])
+    left = sorted(p.name for p in tmp_path.iterdir() if p != made)
+    assert left == ["copy.db", "state.json"]
+
+
+def test_old_spellings_still_work_with_a_warning(store: Path, tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    old = run(["import", SWE_GPT4, "--db", db, "--format", "swe-agent", "--output", "json"])
+    assert "use `import --from swe-agent`" in old.stderr and "use `import --format json`" in old.stderr
+    assert json.loads(old.stdout)["format"] == "swe-agent"
+    md = run(["checkpoint", "--db", store, "--session", SIM, "--format", "md"])
+    assert "use `checkpoint --format text`" in md.stderr
+    assert md.stdout == run(["checkpoint", "--db", store, "--session", SIM]).stdout

@@ -1,0 +1,276 @@
+"""Commands that move sessions in and out of a store: import, export, copy, restore, backup."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import click
+import msgspec
+
+from transcript.cli import legacy
+from transcript.cli.options import (
+    db_option,
+    format_choice,
+    format_option,
+    legacy_format,
+    open_store,
+    session_option,
+    view_data,
+    wire_data,
+    wire_option,
+)
+from transcript.cli.output import FORMATS, echo_json, emit, safe, table
+from transcript.cli.picking import pick_session
+from transcript.cli.progress import progress
+from transcript.formats import IMPORTERS
+from transcript.formats.base import FormatError
+from transcript.model.state import SessionState
+from transcript.session.importing import ImportReport, read_file, renamed, store_parsed
+
+# The file names a directory import reads: what the importers' tools write. Files read with the
+# session beside them (Claude Code's sub-agents and their `.meta.json`, spilled tool outputs) are left
+# to that session's import.
+_KNOWN_SUFFIXES: Final = (".jsonl", ".json", ".traj")
+_READ_WITH_THEIR_SESSION: Final = ("subagents", "tool-results")
+
+
+def known_files(directory: Path) -> list[Path]:
+    """The files of a directory tree an import reads, in name order (hidden folders left out)."""
+    found = []
+    for root, folders, files in os.walk(directory):
+        folders[:] = sorted(f for f in folders if not f.startswith(".") and f not in _READ_WITH_THEIR_SESSION)
+        for name in sorted(files):
+            if name.startswith(".") or name.endswith(".meta.json") or name.startswith("agent-"):
+                continue
+            if name.endswith(_KNOWN_SUFFIXES):
+                found.append(Path(root) / name)
+    return found
+
+
+def _targets(paths: tuple[Path, ...]) -> Iterator[tuple[Path, bool]]:
+    """Each file to import, and whether it was found in a directory (one no importer reads is then
+    passed over, not refused)."""
+    for path in paths:
+        if path.is_dir():
+            yield from ((found, True) for found in known_files(path))
+        else:
+            yield path, False
+
+
+@click.command(name="import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@db_option
+@click.option(
+    "--from",
+    "source_format",
+    type=click.Choice(["auto", *IMPORTERS]),
+    default=None,
+    help="Format of the files (default: detected from each file's content).",
+)
+@click.option("--as", "as_id", default=None, help="Store the file's session under this id (one file).")
+@click.option("--prefix", default="", help="Put this before every session id stored (e.g. 'run-a/').")
+@format_choice((*FORMATS, *IMPORTERS, "auto"))
+def import_(
+    paths: tuple[Path, ...],
+    db_path: str | None,
+    source_format: str | None,
+    as_id: str | None,
+    prefix: str,
+    fmt: str,
+) -> None:
+    """Import recorded session files, or directories of them (recursively, by the file names agents
+    write: .jsonl, .json, .traj), and report what was done. Each file is one transaction; importing a
+    file again appends only what is new."""
+    fmt, source_format = legacy.input_format(fmt, source_format, "import")
+    fmt = legacy_format(fmt)
+    targets = list(_targets(paths))
+    if as_id is not None and len(targets) != 1:
+        raise click.UsageError(f"--as names one session, and {len(targets)} files were given: use --prefix")
+    if not targets:
+        raise click.UsageError("no file an importer reads was found")
+    reports: list[ImportReport] = []
+    skipped: list[str] = []
+    with open_store(db_path, create=True) as store, progress(len(targets), "importing", "files") as bar:
+        for path, found in targets:
+            try:
+                name, parsed = read_file(path, source_format or "auto")
+            except FormatError as exc:
+                if not found:
+                    raise
+                skipped.append(f"skipped {safe(str(path))}: {safe(exc.reason)}")
+                bar.update(1)
+                continue
+            parsed = renamed(parsed, as_id=as_id, prefix=prefix)
+            reports.append(store_parsed(store.events, store.counter, path, name, parsed))
+            bar.update(1)
+    for line in skipped:
+        click.echo(line, err=True)
+    lines = [line for report in reports for line in _report_lines(report)]
+    data: Any = reports[0] if len(reports) == 1 and len(paths) == 1 and not paths[0].is_dir() else reports
+    emit(data, fmt, text=lines)
+
+
+def _report_lines(report: ImportReport) -> list[str]:
+    lines = [
+        f"{safe(report.path)}: {report.format}, {len(report.sessions)} sessions, {report.messages} messages"
+    ]
+    lines += table(
+        [
+            (s.session_id, s.messages, s.tool_calls, s.appended, len(s.repairs), len(s.warnings))
+            for s in report.sessions
+        ],
+        ("session", "messages", "tool calls", "new", "repairs", "warnings"),
+    )
+    for session in report.sessions:
+        sid = safe(session.session_id)
+        lines += [f"  repair in {sid}: {r.kind}: {safe(r.detail)}" for r in session.repairs]
+        lines += [f"  warning in {sid}: {safe(w)}" for w in session.warnings]
+        if session.compactions:
+            lines.append(
+                f"  {session.compactions} compaction(s) the agent made itself imported in {sid} "
+                "(strategy 'imported')"
+            )
+        lines += [
+            f"  superseded in {sid}: synthetic result {safe(m)} (a real result followed)"
+            for m in session.superseded
+        ]
+    return lines
+
+
+@click.command()
+@db_option
+@session_option
+@wire_option("Render for a provider's request format.")
+@click.option("--history", is_flag=True, help="Export the stored history instead of the model view.")
+@click.option(
+    "--state", is_flag=True, help="Export the session-state document (`transcript restore` reads it)."
+)
+@format_choice(("json", "jsonl"), default="json")
+def export(
+    db_path: str | None, session_id: str | None, wire: str, history: bool, state: bool, fmt: str
+) -> None:
+    """Export a session as data: its model view (optionally in a provider's wire format), its stored
+    history, or its whole state. json is one document; jsonl one message (or request item) per line."""
+    if state and (history or wire != "neutral"):
+        raise click.UsageError("--state exports the whole log; it takes neither --history nor --wire")
+    if state and fmt == "jsonl":
+        raise click.UsageError("--state is one document: use --format json")
+    if history and wire == "responses":
+        raise click.UsageError("--history exports in the neutral, openai or anthropic form")
+    if fmt == "jsonl" and wire == "anthropic":
+        raise click.UsageError(
+            "an Anthropic request is one document (system and messages): use --format json"
+        )
+    with open_store(db_path, readonly=True) as store:
+        t = store.session(pick_session(store, session_id))
+        if state:
+            echo_json(t.export_state().to_json().decode())
+            return
+        if history:
+            data = _history(t.stored_messages(), wire)
+            emit(data, fmt, rows=data["messages"] if isinstance(data, dict) else None)
+            return
+        view = t.visible_messages()
+    data = view_data(view, t.session_id) if wire == "neutral" else wire_data(view, wire)
+    emit(data, fmt, rows=data["messages"] if isinstance(data, dict) else None)
+
+
+def _history(messages: list[Any], wire: str) -> Any:
+    if wire == "openai":
+        from transcript.formats.openai_chat import export as openai_export
+
+        return [msgspec.json.decode(line) for line in openai_export(messages).splitlines() if line]
+    if wire == "anthropic":
+        from transcript.formats.anthropic_messages import export as anthropic_export
+
+        return anthropic_export(messages)
+    return msgspec.to_builtins(messages)
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@db_option
+@click.option("--as", "as_id", default=None, help="The restored session's id (default: the exported one).")
+@format_option
+def restore(file: Path, db_path: str | None, as_id: str | None, fmt: str) -> None:
+    """Restore a session from a state document (`export --state -o FILE`): the same log and the same
+    view, checked before anything is written; the session must not exist yet."""
+    try:
+        state = SessionState.from_json(file.read_bytes())
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+        raise click.ClickException(
+            f"{safe(str(file))} is no session-state document: {safe(str(exc))}"
+        ) from exc
+    with open_store(db_path, create=True) as store:
+        restored = store.restore(state, session_id=as_id)
+        view = restored.visible_messages()
+        sid, messages = restored.session_id, len(restored)
+    emit(
+        {"session": sid, "messages": messages, "view_tokens": view.tokens},
+        fmt,
+        text=[f"restored {safe(sid)}: {messages} messages, view {view.tokens:,} tokens"],
+    )
+
+
+@click.command()
+@click.argument("target", type=click.Path(dir_okay=False, path_type=Path))
+@db_option
+@format_option
+def backup(target: Path, db_path: str | None, fmt: str) -> None:
+    """Copy the whole store to TARGET, consistently, while other processes go on writing; the copy is
+    checked with `verify` before it takes TARGET's name (mode 0600)."""
+    if target.exists():
+        raise click.ClickException(f"{safe(str(target))} exists; a backup never replaces a file")
+    with open_store(db_path, readonly=True) as store:
+        store.backup(target)
+        sessions = len(store.sessions())
+    data = {"path": str(target), "sessions": sessions, "bytes": target.stat().st_size}
+    emit(
+        data,
+        fmt,
+        text=[f"backed up {sessions} sessions to {safe(str(target))} ({data['bytes']:,} bytes), verified"],
+    )
+
+
+@click.command()
+@click.argument("source")
+@click.argument("destination")
+@click.option(
+    "--session",
+    "session_ids",
+    multiple=True,
+    help="Copy this session (its id, a unique prefix, its title, or 'latest'; repeat it); default: all.",
+)
+@format_option
+def copy(source: str, destination: str, session_ids: tuple[str, ...], fmt: str) -> None:
+    """Copy sessions from one store to another (a file or a postgresql:// URL, either way).
+
+    Each session is the very same log in both: its id, events, times and hashes, so `verify` passes
+    on both sides and `export --state` gives the same document. A session the destination already
+    holds at the same head is left as it is; one it holds otherwise is an error (nothing of it is
+    written). Each session is copied in one transaction.
+    """
+    rows: list[dict[str, Any]] = []
+    with open_store(source, readonly=True) as src, open_store(destination, create=True) as dst:
+        wanted = [pick_session(src, s) for s in session_ids] or [info.session_id for info in src.sessions()]
+        for session_id in wanted:
+            head = src.head(session_id)
+            if dst.has_session(session_id):
+                if dst.head(session_id) != head:
+                    raise click.ClickException(
+                        f"{safe(session_id)}: {safe(dst.path)} holds another log of this session; "
+                        "nothing of it was copied"
+                    )
+                outcome = "already there"
+            else:
+                dst.restore(src.session(session_id).export_state(), exact=True)
+                outcome = "copied"
+            rows.append({"session_id": session_id, "version": head[0], "head": head[1], "outcome": outcome})
+    lines = table(
+        [[r["session_id"], r["version"], r["head"][:16], r["outcome"]] for r in rows],
+        ["session", "version", "head", ""],
+    )
+    emit(rows, fmt, text=lines)
