@@ -45,6 +45,7 @@ SPEC_COMMANDS = {
     "search",  # issue 12: opt-in full-text search
     "restore",  # issue 25: a state document back into a store
     "backup",  # issue 25: a consistent copy while others write
+    "report",  # issue 25: a session as one HTML page
     "import",
     "simulate",
     "replay",
@@ -1196,6 +1197,7 @@ SCRIPT_CASES: list[tuple[str, list[str], Callable[[str], bool]]] = [
     ("mcp", ["mcp", "--help"], lambda out: "read-only over MCP" in out),
     ("restore", ["restore", "state.json", "--as", "again"], lambda out: out.startswith("restored again: ")),
     ("backup", ["backup", "backup.db"], lambda out: out.endswith("bytes), verified\n")),
+    ("report", ["report"], lambda out: out.startswith("<!doctype html>") and "circle class='call'" in out),
 ]
 
 

@@ -20,10 +20,12 @@ from typing import Any, NamedTuple
 import pytest
 
 from tests.test_cli import BUDGET, CLAUDE_SMALL, SIM, SWE_FC, SWE_GPT4, Arg, copy_db, run, run_json
+from transcript import Store
 from transcript.cli import cli
 from transcript.cli.options import EXIT_FAILURE, EXIT_USAGE
 
 OTHER = "sim/sweagent_pydicom-1458_gpt4"  # shares the prefix "sim/sweagent_" with SIM
+TITLE = "TimeDelta serialization precision"
 
 
 class Case(NamedTuple):
@@ -55,9 +57,14 @@ CASES = [
     Case("import", (str(SWE_GPT4), "--as", "again"), session=False, writes=True),
     Case("restore", ("{dir}/state.json", "--as", "restored"), session=False, writes=True),
     Case("demo", (), session=False, writes=True),
+    Case("report", (), session=True, writes=False, formats=()),  # HTML only: to stdout or -o
 ]
-BY_NAME = {case.name: case for case in CASES}
 PICKING = [case for case in CASES if case.session]
+
+
+def _json(case: Case) -> list[str]:
+    """`--format json` where the command prints data (the report is a page)."""
+    return ["--format", "json"] if "json" in case.formats else []
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +75,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(["simulate", SWE_FC, "--budget", BUDGET, "--db", db])
     run(["import", SWE_GPT4, "--prefix", "sim/", "--db", db])
     run(["import", CLAUDE_SMALL, "--db", db])
+    # Both SWE-agent runs open with the harness's same sentence: their titles would tie.
+    with Store.open(db) as opened:
+        opened.session(SIM).set_title(TITLE)
     return db
 
 
@@ -122,6 +132,11 @@ def test_the_table_has_every_command() -> None:
     assert {case.name for case in CASES} == set(cli.commands)
 
 
+def test_a_command_without_data_output_takes_no_format() -> None:
+    # `report` writes a page; `--format` there would mean something else than everywhere: refused.
+    run(["report", "--format", "json"], code=EXIT_USAGE)
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_dash_h_is_help(case: Case) -> None:
     short = run([case.name, "-h"]).stdout
@@ -144,7 +159,7 @@ def test_db_before_the_command_means_the_same_as_after(
 ) -> None:
     monkeypatch.chdir(tmp_path)  # no ./transcript.db, no $TRANSCRIPT_DB: only --db names the store
     monkeypatch.delenv("TRANSCRIPT_DB", raising=False)
-    fmt = ["--format", "json"]
+    fmt = _json(case)
     after = _invoke(case, store, tmp_path / "after", *fmt)
     before = _invoke(case, store, tmp_path / "before", *fmt, db_first=True)
     assert before == after and before.strip()
@@ -161,7 +176,7 @@ def test_a_commands_own_db_wins(store: Path, tmp_path: Path) -> None:
     assert not missing.exists()
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [c for c in CASES if c.formats], ids=lambda c: c.name)
 def test_format_has_one_shape_per_format(case: Case, store: Path, tmp_path: Path) -> None:
     document = json.loads(_invoke(case, store, tmp_path / "json", "--format", "json"))
     lines = _invoke(case, store, tmp_path / "jsonl", "--format", "jsonl").splitlines()
@@ -181,9 +196,9 @@ def test_format_has_one_shape_per_format(case: Case, store: Path, tmp_path: Path
 def test_dash_o_writes_what_stdout_would_show_to_a_private_file(
     case: Case, store: Path, tmp_path: Path
 ) -> None:
-    shown = _invoke(case, store, tmp_path / "stdout", "--format", "json")
+    shown = _invoke(case, store, tmp_path / "stdout", *_json(case))
     out = tmp_path / "result.json"
-    assert _invoke(case, store, tmp_path / "file", "--format", "json", "-o", out) == ""
+    assert _invoke(case, store, tmp_path / "file", *_json(case), "-o", out) == ""
     assert _masked(out.read_text(), tmp_path / "file") == shown
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
@@ -194,12 +209,11 @@ def test_session_by_id_prefix_title_or_latest_is_the_same_session(
     case: Case, store: Path, tmp_path: Path
 ) -> None:
     listed = run_json(["sessions", "--db", store, "--format", "json"])
-    title = next(s["title"] for s in listed if s["session_id"] == SIM)
-    assert title and title != SIM  # a title from the first request, not the id
-    wanted = {"id": SIM, "prefix": "sim/sweagent_m", "title": title, "title start": title[:30].upper()}
+    assert next(s["title"] for s in listed if s["session_id"] == SIM) == TITLE
+    wanted = {"id": SIM, "prefix": "sim/sweagent_m", "title": TITLE, "title start": "timedelta serial"}
     if listed[0]["session_id"] == SIM:  # `latest` is the session `sessions` lists first
         wanted["latest"] = "latest"
-    fmt = ["--format", "json"]
+    fmt = _json(case)
     outputs = {how: _invoke(case, store, tmp_path / how, "--session", s, *fmt) for how, s in wanted.items()}
     assert len(set(outputs.values())) == 1, outputs
 
@@ -223,6 +237,14 @@ def test_a_typo_suggests_the_closest_and_an_ambiguous_prefix_lists_the_candidate
     ambiguous = run([*args, "--session", "sim/sweagent_"], code=EXIT_USAGE).stderr
     assert "2 sessions" in ambiguous and SIM in ambiguous and OTHER in ambiguous
     assert sorted(tmp_path.iterdir()) == before
+
+
+def test_an_imported_title_is_the_first_request_not_the_file_stem(store: Path) -> None:
+    listed = run_json(["sessions", "--db", store, "--format", "json"])
+    title = next(s["title"] for s in listed if s["session_id"] == OTHER)
+    assert title.startswith("We're currently solving") and "\n" not in title
+    picked = run_json(["status", "--db", store, "--session", title[:20], "--format", "json"])
+    assert picked["session_id"] == OTHER
 
 
 def test_a_prefix_of_a_session_and_its_sub_agents_is_the_session(store: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from transcript.cli import compaction, history, serve, sessions, simulation, transfer
+from transcript.cli import compaction, history, reporting, serve, sessions, simulation, transfer
 from transcript.cli.files import write_private
 from transcript.cli.options import EXIT_CHECK_FAILED, remember_db
 from transcript.cli.output import safe, sink
@@ -93,6 +93,7 @@ for command in (
     history.fork,
     history.verify,
     serve.mcp_command,
+    reporting.report,
 ):
     cli.add_command(command)
 

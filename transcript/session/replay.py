@@ -9,6 +9,7 @@ rebuilt at their point, naming the first message that drifted.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal, TypeAlias
 
 import msgspec
@@ -236,6 +237,16 @@ def view_at(store: EventStore, session_id: str, point: int | Literal["last"]) ->
         raise TranscriptError(f"session {session_id!r} has no point {point} (its last is {replayer.head})")
     replayer.finish()
     return replayer.view()
+
+
+def call_views(store: EventStore, session_id: str) -> Iterator[tuple[int, View]]:
+    """The view at every model-call point, in order, in one pass over the log: each is the view
+    `view_at` gives at that point (what the model was sent before the assistant message it answered)."""
+    replayer = Replayer(store, session_id)
+    for record in replayer.records:
+        if replayer.opens_call(record):
+            yield replayer.live.version, replayer.view()
+        replayer.apply(record)
 
 
 def check_served(store: EventStore, session_id: str) -> ServedCheck:
