@@ -302,3 +302,18 @@ def test_old_spellings_still_work_with_a_warning(store: Path, tmp_path: Path) ->
     md = run(["checkpoint", "--db", store, "--session", SIM, "--format", "md"])
     assert "use `checkpoint --format text`" in md.stderr
     assert md.stdout == run(["checkpoint", "--db", store, "--session", SIM]).stdout
+
+
+def test_search_lists_a_message_forks_share_once(store: Path, tmp_path: Path) -> None:
+    db = _scratch(store, tmp_path)
+    run(["fork", "--db", db, "--session", SIM, "--as", "copy-1"])
+    run(["fork", "--db", db, "--session", SIM, "--as", "copy-2"])
+    every = run_json(["search", "TimeDelta precision", "--db", db, "--all", "--limit", 50, "--format", "json"])
+    once = run_json(["search", "TimeDelta precision", "--db", db, "--limit", 2, "--format", "json"])
+    assert len(once) == 2 and len({r["message_id"] for r in once}) == 2
+    for row in once:
+        holding = sorted(r["session_id"] for r in every if r["message_id"] == row["message_id"])
+        assert sorted([row["session_id"], *row["also_in"]]) == holding
+    assert any({"copy-1", "copy-2"} <= set(r["also_in"]) | {r["session_id"]} for r in once)
+    text = run(["search", "TimeDelta precision", "--db", db, "--limit", 2]).stdout.splitlines()
+    assert text[0].split()[:5] == ["session", "seq", "role", "also", "in"] and "+1" in text[1]

@@ -196,7 +196,9 @@ def search(
 
 def _collapsed(search: Any, limit: int) -> list[dict[str, Any]]:
     """The best `limit` messages matching, each once: its first hit, and the other sessions holding the
-    same stored body (asked for in growing batches until `limit` messages are found or none is left)."""
+    same stored body. Hits come by rank, and the hits of one body share its rank, so they come
+    together: once a message past the first `limit` has shown up (or no hit is left), the sessions of
+    each of those are all known. Asked for in growing batches until then."""
     asked = limit
     while True:
         hits: list[SearchHit] = search(asked)
@@ -207,7 +209,7 @@ def _collapsed(search: Any, limit: int) -> list[dict[str, Any]]:
                 by_message[hit.message_id] = to_builtins(hit) | {"also_in": []}
             elif hit.session_id != row["session_id"] and hit.session_id not in row["also_in"]:
                 row["also_in"].append(hit.session_id)
-        if len(by_message) >= limit or len(hits) < asked:
+        if len(by_message) > limit or len(hits) < asked:
             return list(by_message.values())[:limit]
         asked *= 4
 
