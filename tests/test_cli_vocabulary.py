@@ -308,7 +308,9 @@ def test_search_lists_a_message_forks_share_once(store: Path, tmp_path: Path) ->
     db = _scratch(store, tmp_path)
     run(["fork", "--db", db, "--session", SIM, "--as", "copy-1"])
     run(["fork", "--db", db, "--session", SIM, "--as", "copy-2"])
-    every = run_json(["search", "TimeDelta precision", "--db", db, "--all", "--limit", 50, "--format", "json"])
+    every = run_json(
+        ["search", "TimeDelta precision", "--db", db, "--all", "--limit", 50, "--format", "json"]
+    )
     once = run_json(["search", "TimeDelta precision", "--db", db, "--limit", 2, "--format", "json"])
     assert len(once) == 2 and len({r["message_id"] for r in once}) == 2
     for row in once:
