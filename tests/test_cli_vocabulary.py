@@ -37,6 +37,7 @@ class Case(NamedTuple):
     session: bool
     writes: bool
     formats: tuple[str, ...] = ("text", "json", "jsonl")
+    db: bool = True  # takes --db (copy names both its stores as arguments, `{db}` the table's)
 
 
 CASES = [
@@ -58,6 +59,7 @@ CASES = [
     Case("restore", ("{dir}/state.json", "--as", "restored"), session=False, writes=True),
     Case("demo", (), session=False, writes=True),
     Case("report", (), session=True, writes=False, formats=()),  # HTML only: to stdout or -o
+    Case("copy", ("{db}", "{dir}/copied.db"), session=True, writes=True, db=False),
 ]
 PICKING = [case for case in CASES if case.session]
 
@@ -92,7 +94,12 @@ def _scratch(store: Path, where: Path) -> Path:
 
 
 def _args(case: Case, where: Path) -> list[Arg]:
-    return [case.name, *(a.replace("{dir}", str(where)) for a in case.args)]
+    named = (a.replace("{dir}", str(where)).replace("{db}", str(where / "copy.db")) for a in case.args)
+    return [case.name, *named]
+
+
+def _db(case: Case, db: Path) -> list[Arg]:
+    return ["--db", db] if case.db else []
 
 
 def _invoke(case: Case, store: Path, where: Path, *extra: Arg, db_first: bool = False) -> str:
@@ -101,7 +108,9 @@ def _invoke(case: Case, store: Path, where: Path, *extra: Arg, db_first: bool = 
     db = _scratch(store, where)
     session: list[Arg] = ["--session", SIM] if case.session and "--session" not in extra else []
     args = _args(case, where)
-    full = ["--db", db, *args, *session, *extra] if db_first else [*args, "--db", db, *session, *extra]
+    full = (
+        [*_db(case, db), *args, *session, *extra] if db_first else [*args, *_db(case, db), *session, *extra]
+    )
     return _masked(run(full).stdout, where)
 
 
@@ -141,7 +150,7 @@ def test_a_command_without_data_output_takes_no_format() -> None:
 def test_dash_h_is_help(case: Case) -> None:
     short = run([case.name, "-h"]).stdout
     assert short == run([case.name, "--help"]).stdout and short.startswith("Usage: ")
-    assert "-h, --help" in short and "--db PATH" in short
+    assert "-h, --help" in short and ("--db PATH" in short) == case.db
     if case.session:
         assert "unique prefix" in " ".join(short.split())  # --session says what it takes
     if "-o" in [o for p in cli.commands[case.name].params for o in getattr(p, "opts", [])]:
@@ -153,7 +162,7 @@ def test_the_group_says_it_too() -> None:
     assert "--db PATH" in run(["-h"]).stdout
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [c for c in CASES if c.db], ids=lambda c: c.name)
 def test_db_before_the_command_means_the_same_as_after(
     case: Case, store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -188,7 +197,7 @@ def test_format_has_one_shape_per_format(case: Case, store: Path, tmp_path: Path
             json.loads(text)  # text is for people, never one of the JSON shapes
     else:
         db = _scratch(store, tmp_path / "refused")
-        run([*_args(case, tmp_path), "--db", db, "--format", "text"], code=EXIT_USAGE)
+        run([*_args(case, tmp_path), *_db(case, db), "--format", "text"], code=EXIT_USAGE)
     assert set(case.formats) <= {"text", "json", "jsonl"}
 
 
@@ -231,7 +240,7 @@ def test_a_typo_suggests_the_closest_and_an_ambiguous_prefix_lists_the_candidate
 ) -> None:
     db = _scratch(store, tmp_path)
     before = sorted(tmp_path.iterdir())
-    args = [*_args(case, tmp_path), "--db", db]
+    args = [*_args(case, tmp_path), *_db(case, db)]
     typo = run([*args, "--session", "sim/sweagent_marshmalow-1867_fc"], code=EXIT_USAGE).stderr
     assert f"did you mean '{SIM}'" in typo
     ambiguous = run([*args, "--session", "sim/sweagent_"], code=EXIT_USAGE).stderr
@@ -263,6 +272,7 @@ FAILING: dict[str, list[str]] = {
     "search": ["search", "precision"],
     "backup": ["backup", "{dir}/backup.db"],
     "compact": ["compact", "--budget", "100"],
+    "copy": ["copy", "{dir}/new.db", "{dir}/copied.db"],
 }
 
 
@@ -271,7 +281,7 @@ def test_a_failing_command_leaves_no_file_behind(case: Case, tmp_path: Path) -> 
     (tmp_path / "junk.json").write_text("[1, 2")
     args = [a.replace("{dir}", str(tmp_path)) for a in FAILING.get(case.name, [case.name])]
     before = sorted(tmp_path.iterdir())
-    result = run([*args, "--db", tmp_path / "new.db", "-o", tmp_path / "out.txt"], code=None)
+    result = run([*args, *_db(case, tmp_path / "new.db"), "-o", tmp_path / "out.txt"], code=None)
     assert result.exit_code in (EXIT_FAILURE, EXIT_USAGE), result.output
     assert sorted(tmp_path.iterdir()) == before
 

@@ -240,6 +240,12 @@ class PostgresRecorder:
     def sessions(self) -> list[SessionRow]:
         return list(map(SessionRow._make, self._all("listing sessions", _SESSIONS)))
 
+    def backup(self, target: str) -> None:
+        raise StoreUnavailable(
+            f"{self.location}: a PostgreSQL store is backed up by the server's own tools (pg_dump of "
+            "its schema), or copied into a file with `transcript copy`"
+        )
+
     def scan_bodies(self) -> Iterator[tuple[object, ...]]:
         return iter(self._all("reading bodies", f"SELECT {_BODY_COLUMNS} FROM bodies ORDER BY id"))
 
