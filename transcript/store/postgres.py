@@ -238,7 +238,8 @@ class PostgresRecorder:
             yield from map(BodyRow._make, rows)
 
     def sessions(self) -> list[SessionRow]:
-        return list(map(SessionRow._make, self._all("listing sessions", _SESSIONS)))
+        # The id, messages, version, head and title; the columns after them keep their defaults.
+        return [SessionRow(*row) for row in self._all("listing sessions", _SESSIONS)]
 
     def backup(self, target: str) -> None:
         raise StoreUnavailable(
