@@ -38,6 +38,7 @@ class Case(NamedTuple):
     writes: bool
     formats: tuple[str, ...] = ("text", "json", "jsonl")
     db: bool = True  # takes --db (copy names both its stores as arguments, `{db}` the table's)
+    serves: bool = False  # a server that answers until stopped (mcp, tested in tests/test_mcp.py)
 
 
 CASES = [
@@ -60,8 +61,10 @@ CASES = [
     Case("demo", (), session=False, writes=True),
     Case("report", (), session=True, writes=False, formats=()),  # HTML only: to stdout or -o
     Case("copy", ("{db}", "{dir}/copied.db"), session=True, writes=True, db=False),
+    Case("mcp", (), session=True, writes=False, formats=(), serves=True),
 ]
-PICKING = [case for case in CASES if case.session]
+RUNS = [case for case in CASES if not case.serves]  # the ones the table runs to their end
+PICKING = [case for case in RUNS if case.session]
 
 
 def _json(case: Case) -> list[str]:
@@ -126,6 +129,10 @@ def _masked(out: str, where: Path) -> str:
     return _VARYING.sub("X", out.replace(str(where), "DIR"))
 
 
+def _options(case: Case) -> list[str]:
+    return [o for p in cli.commands[case.name].params for o in getattr(p, "opts", [])]
+
+
 def _rows(document: Any) -> list[Any]:
     """The rows `--format jsonl` prints of a result: a list's items, a view's messages, a timeline's
     points; a result with no rows is one line."""
@@ -153,7 +160,7 @@ def test_dash_h_is_help(case: Case) -> None:
     assert "-h, --help" in short and ("--db PATH" in short) == case.db
     if case.session:
         assert "unique prefix" in " ".join(short.split())  # --session says what it takes
-    if "-o" in [o for p in cli.commands[case.name].params for o in getattr(p, "opts", [])]:
+    if "-o" in _options(case):
         assert "-o, --output FILE" in short
 
 
@@ -162,7 +169,7 @@ def test_the_group_says_it_too() -> None:
     assert "--db PATH" in run(["-h"]).stdout
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.db], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [c for c in RUNS if c.db], ids=lambda c: c.name)
 def test_db_before_the_command_means_the_same_as_after(
     case: Case, store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -201,7 +208,7 @@ def test_format_has_one_shape_per_format(case: Case, store: Path, tmp_path: Path
     assert set(case.formats) <= {"text", "json", "jsonl"}
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [c for c in RUNS if "-o" in _options(c)], ids=lambda c: c.name)
 def test_dash_o_writes_what_stdout_would_show_to_a_private_file(
     case: Case, store: Path, tmp_path: Path
 ) -> None:
@@ -234,7 +241,7 @@ def test_latest_is_the_session_with_the_latest_message(store: Path) -> None:
     assert latest["session_id"] == listed[0]["session_id"]
 
 
-@pytest.mark.parametrize("case", PICKING, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [c for c in CASES if c.session], ids=lambda c: c.name)
 def test_a_typo_suggests_the_closest_and_an_ambiguous_prefix_lists_the_candidates(
     case: Case, store: Path, tmp_path: Path
 ) -> None:
@@ -294,7 +301,7 @@ def test_a_store_path_that_is_a_directory_says_so(tmp_path: Path) -> None:
     assert sorted(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if not c.writes], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [c for c in RUNS if not c.writes], ids=lambda c: c.name)
 def test_a_read_only_command_leaves_no_side_files(case: Case, store: Path, tmp_path: Path) -> None:
     db = _scratch(store, tmp_path)
     assert not any(os.path.exists(f"{db}{side}") for side in ("-wal", "-shm"))
