@@ -20,6 +20,7 @@ from transcript.cli.history import diff_data
 from transcript.cli.options import db_option, open_store, session_option, shown_point, view_data
 from transcript.cli.output import json_text as _json, safe
 from transcript.cli.picking import pick_session
+from transcript.cli.sessions import search_rows, session_rows
 from transcript.model.checkpoint import to_json
 from transcript.model.errors import TranscriptError
 from transcript.session.replay import check_served, timeline, view_at
@@ -67,12 +68,12 @@ def build_server(db_path: str | None, default_session: str | None = None) -> MCP
     @server.tool(annotations=readonly)
     def sessions() -> str:
         """Every session of the store: id, message count, version, head hash (as `transcript sessions`)."""
-        return reading(lambda store, _: _json(store.sessions()))(None)
+        return reading(lambda store, _: _json(session_rows(store)))(None)
 
     @server.tool(annotations=readonly)
     def search(phrase: str, session: str | None = None, limit: int = 20) -> str:
         """Messages whose text holds the phrase, best first (as `transcript search`)."""
-        return reading(lambda store, s: _json(store.search(phrase, session_id=s, limit=limit)))(session)
+        return reading(lambda store, s: _json(search_rows(store, phrase, s, limit)))(session)
 
     @server.tool(name="timeline", annotations=readonly)
     def timeline_of(session: str | None = None) -> str:

@@ -19,6 +19,7 @@ from transcript.cli.output import emit, message_lines, safe, table, to_builtins
 from transcript.cli.picking import by_activity, pick_session
 from transcript.model.message import Message
 from transcript.session.replay import view_at
+from transcript.session.store import Store
 from transcript.store.port import SearchHit, SessionInfo
 
 
@@ -31,8 +32,9 @@ def sessions(db_path: str | None, fmt: str) -> None:
     check the session later with `verify --expect-head`; json and jsonl give it whole, and the version)."""
     with open_store(db_path, readonly=True) as store:
         rows = by_activity(store.sessions())
+        data = session_rows(store)
     emit(
-        [session_row(s) for s in rows],
+        data,
         fmt,
         text=table(
             [
@@ -176,12 +178,7 @@ def search(
     message is indexed as it is stored (nothing is indexed, and nothing is paid, until then).
     """
     with open_store(db_path) as store:
-        sid = pick_session(store, session_id) if session_id is not None else None
-        if every:
-            hits = store.search(phrase, session_id=sid, limit=limit)
-            rows = [to_builtins(h) | {"also_in": []} for h in hits]
-        else:
-            rows = _collapsed(lambda n: store.search(phrase, session_id=sid, limit=n), limit)
+        rows = search_rows(store, phrase, session_id, limit, every=every)
     # The "also in" column only when a match is shared (forks, simulated copies).
     shared = any(r["also_in"] for r in rows)
     lines = table(
@@ -192,6 +189,22 @@ def search(
         ("session", "seq", "role", *(["also in"] if shared else []), "match"),
     )
     emit(rows, fmt, text=lines if rows else [f"no message holds {safe(phrase)!r}"])
+
+
+def search_rows(
+    store: Store, phrase: str, session_id: str | None, limit: int, *, every: bool = False
+) -> list[dict[str, Any]]:
+    """What `search --format json` prints: the best matches, a message shared by several sessions
+    once with the others it is in (`every`: once per session)."""
+    sid = pick_session(store, session_id) if session_id is not None else None
+    if every:
+        return [to_builtins(h) | {"also_in": []} for h in store.search(phrase, session_id=sid, limit=limit)]
+    return _collapsed(lambda n: store.search(phrase, session_id=sid, limit=n), limit)
+
+
+def session_rows(store: Store) -> list[dict[str, Any]]:
+    """What `sessions --format json` prints: every session, the latest activity first."""
+    return [session_row(s) for s in by_activity(store.sessions())]
 
 
 def _collapsed(search: Any, limit: int) -> list[dict[str, Any]]:
