@@ -361,6 +361,11 @@ TABLE: dict[str, Row] = {
         lambda w: w.store.import_file,
         lambda w: {"path": FIXTURE, "format": "auto"},
     ),
+    "Store.backup": (
+        Store.backup,
+        lambda w: w.store.backup,
+        lambda w: {"target": w.path.parent / f"backup-{w.new_id()}.db"},
+    ),
     "Store.restore": (
         Store.restore,
         lambda w: w.store.restore,
