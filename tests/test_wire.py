@@ -757,6 +757,25 @@ TIGHT = CompactConfig(
     compaction="none",
     rng=random.Random(0),
 )
+@example(
+    drawn=(
+        [
+            [Message.user("go")],
+            [
+                Message.assistant(
+                    "",
+                    reasoning=[
+                        ReasoningPart(text="", provider="openai", item_id="rs_1"),
+                        ReasoningPart(text="", signature="2A==", provider="anthropic", item_id="rs_1"),
+                    ],
+                )
+            ],
+        ],
+        False,
+    ),
+    compaction="none",
+    rng=random.Random(0),
+)
 def test_generated_sessions_render_to_valid_requests(
     drawn: tuple[list[list[Message]], bool], compaction: str, rng: random.Random
 ) -> None:

@@ -113,12 +113,14 @@ def _input_part(part: Part) -> dict[str, Any]:
 
 def _groups(parts: Sequence[Part]) -> Iterator[list[Part]]:
     """The parts of one assistant message, grouped by the output item they came from: consecutive
-    parts of one kind that share an item id (a part without one is an item of its own)."""
+    parts of one kind that share an item id (a part without one is an item of its own) and, for
+    reasoning, its provider (another provider's part under the same id is never this item's)."""
     group: list[Part] = []
-    key: tuple[type, str] | None = None
+    key: tuple[type, str, str | None] | None = None
     for part in parts:
         item_id = getattr(part, "item_id", None)
-        part_key = (type(part), item_id) if isinstance(item_id, str) else None
+        provider = getattr(part, "provider", None)
+        part_key = (type(part), item_id, provider) if isinstance(item_id, str) else None
         if group and part_key is not None and part_key == key:
             group.append(part)
             continue
