@@ -17,7 +17,10 @@ import pytest
 
 pytest.importorskip("agents")
 
+import httpx2 as httpx
 from agents import Agent, Runner, set_tracing_disabled
+from agents.memory import OpenAIResponsesCompactionSession
+from openai import AsyncOpenAI
 
 from tests import agents_loop
 from tests.agents_loop import TURNS, WINDOW_TOKENS, ScriptedModel, deploy, read_file
@@ -241,3 +244,79 @@ def test_each_message_keeps_the_items_it_was_made_from(db_path: Path, tmp_path: 
     kept = [(m.metadata or {}).get(ITEMS_KEY) for m in session.transcript.sync.stored_messages()]
     assert all(isinstance(items, list) and items for items in kept)
     assert [item for items in kept if items for item in items] == asyncio.run(session.get_items())
+
+
+def _compaction_server(requests: list[dict[str, Any]]) -> httpx.MockTransport:
+    """OpenAI's `responses.compact` endpoint, faked at the HTTP layer: the input's user messages, then
+    one opaque compaction item (the real client and SDK talk to it)."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        requests.append(body)
+        users = [i for i in body["input"] if isinstance(i, dict) and i.get("role") == "user"]
+        kept = [
+            {
+                "type": "message",
+                "role": "user",
+                "id": f"msg_{k}",
+                "status": "completed",
+                "content": [{"type": "input_text", "text": u["content"]}],
+            }
+            for k, u in enumerate(users)
+            if isinstance(u["content"], str)
+        ]
+        compaction = {"type": "compaction", "id": f"cmp_{len(requests)}", "encrypted_content": "opaque"}
+        usage = {
+            "input_tokens": 90,
+            "output_tokens": 9,
+            "total_tokens": 99,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        }
+        return httpx.Response(
+            200,
+            json={
+                "id": "resp_cmp",
+                "created_at": 1760000000,
+                "object": "response.compaction",
+                "output": [*kept, compaction],
+                "usage": usage,
+            },
+        )
+
+    return httpx.MockTransport(answer)
+
+
+def test_wrapped_in_the_sdks_compaction_session_history_is_replaced_by_retraction(
+    db_path: Path, tmp_path: Path
+) -> None:
+    requests: list[dict[str, Any]] = []
+    client = AsyncOpenAI(
+        api_key="test",
+        base_url="http://openai.test/v1",
+        http_client=httpx.AsyncClient(transport=_compaction_server(requests)),
+    )
+    inner = _session(db_path)
+    session = OpenAIResponsesCompactionSession(
+        "agents", inner, client=client, compaction_mode="input", should_trigger_compaction=lambda _: True
+    )
+    log = tmp_path / "model.log"
+    agent = Agent(name="coder", instructions="Be careful.", model=ScriptedModel(log), tools=[read_file])
+
+    async def main() -> None:
+        for turn in range(3):
+            await Runner.run(
+                agent, f"task {turn}", session=session, run_config=inner.run_config(window_tokens=5_000)
+            )
+
+    asyncio.run(main())
+    assert len(requests) == 3  # one compaction after each turn
+    items = asyncio.run(inner.get_items())
+    assert items[-1] == {"type": "compaction", "id": "cmp_3", "encrypted_content": "opaque"}  # as received
+    inputs = _inputs(log)
+    assert inputs[-2]["input"][0] == {"type": "compaction", "id": "cmp_2", "encrypted_content": "opaque"}
+    transcript = inner.transcript.sync
+    entries = transcript.messages().entries
+    assert sum(e.flags.retracted for e in entries) > 0 and len(entries) > len(items)  # nothing deleted
+    assert check_served(transcript.events, "agents").drifts == ()
+    assert verify(db_path).ok

@@ -5,7 +5,10 @@ becomes part of a message (a run of assistant-side items — reasoning, output m
 calls — one assistant message; each other item a message of its own) and is kept in that message's
 metadata exactly as received, so `get_items` gives back what `add_items` took, item for item, and the
 SDK's own check on resume (it compares fingerprints of what it wrote) holds. `pop_item` and
-`clear_session` retract, never delete (`Transcript.retract`). `model_input_filter` (or `run_config`)
+`clear_session` retract, never delete (`Transcript.retract`); so wrapped in the SDK's
+`OpenAIResponsesCompactionSession`, whose replacement of the history is `clear_session` then
+`add_items`, the old items are retracted and the compaction item is kept (a `meta` message) and sent
+back exactly as received. `model_input_filter` (or `run_config`)
 runs one compaction round before every model call and sends the compacted view: unchanged messages as
 their items, shortened ones and summaries rendered by the Responses codec. `hooks()` records each
 call's billed usage beside the view it was served.
