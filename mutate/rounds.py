@@ -100,7 +100,7 @@ class RoundOptions(NamedTuple):
     local one, by choice); `reinject` the host's re-injection callback; `summary` a summary the caller
     wrote, which the full step takes instead of asking any summarizer; `before_compact` the host's
     hook, asked before an automatic round writes anything (False vetoes it); `reason` why the caller
-    asked for the round, recorded as its reason.
+    asked for the round, recorded as its reason; `focus` what its summary should keep above all.
     """
 
     budget_tokens: int
@@ -114,6 +114,7 @@ class RoundOptions(NamedTuple):
     summary: str | None = None
     before_compact: BeforeCompact | None = None
     reason: str | None = None
+    focus: str = ""
 
 
 class RoundOutcome(NamedTuple):
@@ -126,13 +127,14 @@ class RoundOutcome(NamedTuple):
 
 
 class _Round(NamedTuple):
-    """What the steps of one round share."""
+    """What the steps of one round share: `breaker` as the round found it, `model_given` whether a
+    model summarizer could be asked (one was given, and no summary the caller wrote)."""
 
     store: EventStore
     given: RoundInput
     options: RoundOptions
     breaker: Breaker
-    use_model: bool
+    model_given: bool
     # Why the host's re-injection callback gave nothing, when it failed this round (the latest ask).
     reinject_errors: list[str]
 
@@ -171,15 +173,21 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     """One round (see the module docstring); `run_compact` and `arun_compact` drive it."""
     budget_tokens, config, deps, manual, force, shadow = options[:6]
     snapshot = given.snapshot
-    breaker = Breaker.after(given.latest).starting(manual=manual, config=config)
+    breaker = Breaker.after(given.latest)
     base = msgspec.structs.replace(
-        _base(given.view_tokens, given.view_items, budget_tokens, manual, force), round_id=deps.new_id()
+        _base(given.view_tokens, given.view_items, budget_tokens, manual, force),
+        round_id=deps.new_id(),
+        focus=options.focus,
     )
     micro_on = config.micro_compact_enabled
     # A forced round goes straight to full compaction: the history is scanned for micro candidates only
     # when its emergency path needs them (or a shadow round reports them).
     scan = micro_on and (shadow or not force)
-    plan = plan_micro(snapshot, config, since=given.cursor) if scan else _no_plan(snapshot, given.cursor)
+    plan = (
+        plan_micro(snapshot, config, since=given.cursor, budget_tokens=budget_tokens)
+        if scan
+        else _no_plan(snapshot, given.cursor)
+    )
     defend = force or given.view_tokens >= config.auto_compact_threshold * budget_tokens
     system = given.system_tokens
     hopeless = (
@@ -237,8 +245,13 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
                 path = "emergency"
                 if micro_on:
                     if not scan:
-                        plan = plan_micro(snapshot, config, since=given.cursor)
-                    extra = plan_emergency(snapshot, config, need=kept - config.target_tokens(budget_tokens))
+                        plan = plan_micro(snapshot, config, since=given.cursor, budget_tokens=budget_tokens)
+                    extra = plan_emergency(
+                        snapshot,
+                        config,
+                        need=kept - config.target_tokens(budget_tokens),
+                        after=plan.scanned_to,
+                    )
                     plan = plan.extended(extra)
     reason = options.reason or (action.reason if options.summary is None else "a summary the caller wrote")
     result = msgspec.structs.replace(
@@ -268,8 +281,8 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     else:
         tokens_after = given.view_tokens + view_delta(snapshot, plan, marks, given.caps)
     result = _micro_result(result, marks, tokens_after)
-    breaker_allows = options.summarizer is not None and options.summary is None and breaker.allows_model
-    run = _Round(store, given, options, breaker, breaker_allows, [])
+    model_given = options.summarizer is not None and options.summary is None
+    run = _Round(store, given, options, breaker, model_given, [])
     needs_full = action.kind in ("full", "micro_then_full") and (
         force or result.tokens_after / budget_tokens >= config.micro_compact_threshold
     )
@@ -297,20 +310,19 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     if needs_full:
         written: list[Written] = []
         if marks:
-            interim = breaker.finished(manual=manual, failed=False, config=config).stamp(
-                _irreducible(shortened, config, budget_tokens, result, system)
-            )
+            # The full step's record decides what the breaker makes of this round.
+            interim = breaker.stamp(_irreducible(shortened, config, budget_tokens, result, system))
             step = _commit_micro(store, snapshot, marks, interim)
             written.append(step)
             snapshot = msgspec.structs.replace(shortened, version=step.version)
         outcome = yield from _full(run, snapshot, result, written)
         return outcome._replace(cursor=cursor)
-    failed = not marks and given.view_tokens / budget_tokens >= config.auto_compact_threshold
     result = _irreducible(shortened, config, budget_tokens, result, system)
-    if result.outcome == "skipped" and not failed and breaker.state == "closed":
+    if result.outcome == "skipped":
         quiet = breaker.stamp(msgspec.structs.replace(result, reason=f"{action.reason}; nothing to reclaim"))
         return RoundOutcome(quiet, (), cursor)
-    final = breaker.finished(manual=manual, failed=failed, config=config).stamp(result)
+    # No model was asked: the breaker is as it was (a manual round that did something closes it).
+    final = breaker.finished(manual=manual, asked=False, failed=False, config=config).stamp(result)
     step = _commit_micro(store, snapshot, marks, final)
     return RoundOutcome(_recorded(final, step), (step,), cursor)
 
@@ -350,15 +362,20 @@ def _cheapest_defence(
     given: RoundInput, config: CompactConfig, budget: int, plan: MicroPlan
 ) -> tuple[MicroPlan, RoundEconomics] | None:
     """At the full threshold, a micro round that takes the view under the micro threshold, if one does:
-    it defends the budget without asking for a summary. Besides stale results it may shorten those
-    of recent steps that a full round would not keep whole anyway (never the newest step), and it
-    breaks the cache as late as it can."""
+    it defends the budget without asking for a summary. When the newest step alone (with the system
+    messages and the least of a summary) is above the micro threshold already, no full round could
+    take the view lower than that: then a micro round that takes it there, within the budget, is the
+    defence. Besides stale results it may shorten those of recent steps that a full round would not
+    keep whole anyway (never the newest step), and it breaks the cache as late as it can."""
     if not config.emergency_path:
         return None
     snapshot = given.snapshot
     room = config.target_tokens(budget) - config.summary_allowance(budget)
     floor = emergency_floor(snapshot, config, room, system_tokens=given.system_tokens)
-    wider = plan.extended(plan_emergency(snapshot, config, need=given.view_tokens, before=floor))
+    extra = plan_emergency(snapshot, config, need=given.view_tokens, before=floor, after=plan.scanned_to)
+    wider = plan.extended(extra)
+    newest = irreducible_tokens(snapshot, config, system_tokens=given.system_tokens)
+    goal = max(math.floor(config.micro_compact_threshold * budget), newest + config.summary_allowance(budget))
     return choose_micro(
         snapshot,
         config,
@@ -366,7 +383,7 @@ def _cheapest_defence(
         view_tokens_now=given.view_tokens,
         budget_tokens=budget,
         stored_tokens=given.stored_tokens,
-        need=given.view_tokens - math.floor(config.micro_compact_threshold * budget) + 1,
+        need=given.view_tokens - min(goal, budget) + 1,
     )
 
 
@@ -428,7 +445,11 @@ def micro_compact(
     result = _micro_result(base, marks, given.view_tokens + view_delta(snapshot, plan, marks, given.caps))
     if not marks:
         return RoundOutcome(result)
-    final = Breaker.after(given.latest).finished(manual=True, failed=False, config=config).stamp(result)
+    final = (
+        Breaker.after(given.latest)
+        .finished(manual=True, asked=False, failed=False, config=config)
+        .stamp(result)
+    )
     step = _commit_micro(store, snapshot, marks, final)
     return RoundOutcome(_recorded(final, step), (step,))
 
@@ -511,7 +532,12 @@ def _full(
                 written,
                 "what is older than the kept window is smaller than its summary",
             )
-    attempt = (yield from attempts(prepared.request)) if run.use_model else None
+    breaker, use_model = (
+        run.breaker.consulted(manual=run.options.manual, config=config)
+        if run.model_given
+        else (run.breaker, False)
+    )
+    attempt = (yield from attempts(prepared.request)) if use_model else None
     now = run.deps.now()
     summary_id = run.deps.new_id()
     checkpoint, calls = _read(run, prepared, attempt, now, _Calls(), local=local)
@@ -522,12 +548,12 @@ def _full(
             run, snapshot, aggressive=True, floor_seq=floor, building_on=(prepared, checkpoint)
         )
         if aggressive is not None and len(aggressive.cut.summarize) > len(prepared.cut.summarize):
-            attempt = (yield from attempts(aggressive.request)) if run.use_model else None
+            attempt = (yield from attempts(aggressive.request)) if use_model else None
             checkpoint, calls = _read(run, aggressive, attempt, now, calls)
             prepared = aggressive
             body = _summary(run, prepared, checkpoint, summary_id, now, reinject=True)
     asked, answered, errors = calls.asked, calls.answered, calls.errors
-    model_failed = run.use_model and calls.fallback
+    model_failed = use_model and calls.fallback
     rest = result.tokens_after - prepared.cut.summarized_tokens
     shown, body = _fitted(run, prepared, checkpoint, body, rest=rest, summary_id=summary_id, now=now)
     tokens_after = rest + sum(body.tokens)
@@ -541,13 +567,29 @@ def _full(
     )
     if tokens_after >= result.tokens_after:
         return _no_full(
-            run, snapshot, spent, written, "the summary would not make the view smaller", errors.latest
+            run,
+            snapshot,
+            spent,
+            written,
+            "the summary would not make the view smaller",
+            errors.latest,
+            breaker=breaker,
+            asked=use_model,
+            model_failed=model_failed,
         )
     if config.emergency_path and tokens_after > budget and not run.options.force:
         # A checkpoint that leaves the view over budget breaks the cache for nothing: not written
         # (unless the caller forced the round: then they asked for the checkpoint itself).
         return _no_full(
-            run, snapshot, spent, written, "the summary would leave the view over budget", errors.latest
+            run,
+            snapshot,
+            spent,
+            written,
+            "the summary would leave the view over budget",
+            errors.latest,
+            breaker=breaker,
+            asked=use_model,
+            model_failed=model_failed,
         )
     first = min(
         (seq for seq in prepared.cut.summarize if snapshot.entries[seq].message.kind != "summary"),
@@ -587,8 +629,8 @@ def _full(
     result = _with_economics(result, economics)
     after = _without(snapshot, prepared.cut.summarize)
     result = _irreducible(after, config, budget, result, run.given.system_tokens)
-    breaker = run.breaker.finished(
-        manual=run.options.manual, failed=model_failed, config=config, error=errors.latest
+    breaker = breaker.finished(
+        manual=run.options.manual, asked=use_model, failed=model_failed, config=config, error=errors.latest
     )
     result = breaker.stamp(result)
     step = commit(
@@ -744,6 +786,7 @@ def _prepare(
         shown=lambda entry: shown_message(entry, run.given.caps),
         floor_seq=floor_seq,
         building_on=building_on,
+        focus=run.options.focus,
     )
 
 
@@ -789,15 +832,22 @@ def _no_full(
     written: list[Written],
     reason: str,
     error: str = "",
+    *,
+    breaker: Breaker | None = None,
+    asked: bool = False,
+    model_failed: bool = False,
 ) -> RoundOutcome:
-    """Record a round whose full step could not make progress (nothing of that step is written);
-    `error` is the latest error of its summarizer calls, for the breaker."""
+    """Record a round whose full step could not make progress (nothing of that step is written).
+    `breaker` is the breaker once the model was consulted (default: as the round found it), `asked`
+    whether it was asked, `model_failed` whether it gave no checkpoint, `error` the latest error of
+    its calls: only a model that was asked and failed counts for the breaker."""
     micro_done = result.compacted_count > 0
-    failed = not micro_done and result.tokens_before / run.budget >= run.config.auto_compact_threshold
     outcome = "micro_applied_then_full_failed" if micro_done else "full_failed"
     result = msgspec.structs.replace(result, outcome=outcome, reason=reason)
     result = _irreducible(snapshot, run.config, run.budget, result, run.given.system_tokens)
-    breaker = run.breaker.finished(manual=run.options.manual, failed=failed, config=run.config, error=error)
+    breaker = (breaker or run.breaker).finished(
+        manual=run.options.manual, asked=asked, failed=model_failed, config=run.config, error=error
+    )
     final = breaker.stamp(result)
     step = commit(run.store, snapshot.session_id, snapshot.version, [CompactionRecorded(result=final)])
     return RoundOutcome(_recorded(final, step), (*written, step))

@@ -55,8 +55,17 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     `full_compact_target` of the budget. With `emergency_path`, kept recent steps that alone exceed
     the budget are shortened, then fewer kept. `micro_observations` lets micro shorten observations
     (tool output carried by user messages). `checkpoint_list_cap` bounds every list of a checkpoint as
-    rounds merge into it (the oldest items go first). `CompactConfig.previous()` is the previous
-    release's policy.
+    rounds merge into it (the oldest items go first). `stale_outputs="excerpt"` (projection policy 3)
+    shortens a stale output to its first `excerpt_head_chars`, its last `excerpt_tail_chars` and at
+    most `excerpt_lines` lines that hold facts the agent used after it (`"truncate"`: head and tail
+    only, `micro_field_keep_head_chars`/`_tail_chars`, policies 1 and 2); with `supersede_reads` a
+    read that a later call repeats shows a pointer to it (`planner.stale`). With
+    `micro_protect_fraction` above 0, only the newest outputs that fit that share of the budget are
+    kept from micro compaction (never fewer than the newest step's), besides the last
+    `micro_keep_steps` steps (None: `micro_compact_stale_steps`, which full compaction keeps): an
+    output older than both is stale.
+    `CompactConfig.priced()` is the priced policy before policy 3, `CompactConfig.previous()` the
+    policy before the priced one.
 
     Switches: `auto_compact_enabled=False` leaves automatic rounds undone (a round the caller asks
     for, `manual=True` or `force=True`, still runs); `micro_compact_enabled=False` writes no truncation
@@ -91,10 +100,23 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     emergency_path: bool = True
     micro_observations: bool = True
     checkpoint_list_cap: int = LIST_CAP
+    micro_protect_fraction: float = 0.2
+    micro_keep_steps: int | None = 1
+    stale_outputs: Literal["truncate", "excerpt"] = "excerpt"
+    excerpt_head_chars: int = 60
+    excerpt_tail_chars: int = 40
+    excerpt_lines: int = 6
+    excerpt_index_chars: int = 500
+    supersede_reads: bool = True
 
     def __post_init__(self) -> None:
         _check_types(self)
-        for name in ("micro_compact_threshold", "auto_compact_threshold", "full_compact_target"):
+        for name in (
+            "micro_compact_threshold",
+            "auto_compact_threshold",
+            "full_compact_target",
+            "micro_protect_fraction",
+        ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 clamped = min(1.0, max(0.0, value))
@@ -119,6 +141,10 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
             "keep_recent_tokens",
             "summary_max_tokens",
             "reinject_max_tokens",
+            "excerpt_head_chars",
+            "excerpt_tail_chars",
+            "excerpt_lines",
+            "excerpt_index_chars",
         ):
             if getattr(self, name) < 0:
                 raise InvalidConfig(f"{name} must not be negative")
@@ -150,6 +176,25 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
                 "hysteresis": False,
                 "emergency_path": False,
                 "micro_observations": False,
+                "micro_protect_fraction": 0.0,
+                "micro_keep_steps": None,
+                "stale_outputs": "truncate",
+                "supersede_reads": False,
+                **settings,
+            }
+        )
+
+    @classmethod
+    def priced(cls, **settings: Any) -> CompactConfig:
+        """The priced policy as it shipped before projection policy 3: stale outputs shortened to head
+        and tail (policies 1 and 2), the last `micro_compact_stale_steps` steps kept whole by micro,
+        no pointer to newer reads (`settings` override any field)."""
+        return cls(
+            **{
+                "micro_keep_steps": None,
+                "micro_protect_fraction": 0.0,
+                "stale_outputs": "truncate",
+                "supersede_reads": False,
                 **settings,
             }
         )
@@ -218,4 +263,12 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
             self.micro_field_keep_head_chars,
             self.micro_field_keep_tail_chars,
             self.micro_observations,
+            self.micro_keep_steps,
+            self.micro_protect_fraction,
+            self.stale_outputs,
+            self.excerpt_head_chars,
+            self.excerpt_tail_chars,
+            self.excerpt_lines,
+            self.excerpt_index_chars,
+            self.supersede_reads,
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import msgspec
 
 from planner.config import CompactConfig
-from planner.micro import stale_boundary
+from planner.micro import stale_boundary, view_tokens
 from planner.observations import is_observation
 from transcript.model.order import canonical_order
 from transcript.model.snapshot import Entry, TranscriptSnapshot
@@ -34,15 +34,6 @@ class CutPlan(msgspec.Struct, frozen=True, kw_only=True):
     split_turn: bool
     summarized_tokens: int
     kept_tokens: int
-
-
-def view_tokens(entry: Entry) -> int:
-    """An entry's size in the view: stored counts, adjusted by its directive when it has one."""
-    tokens = entry.shown_tokens
-    directive = entry.flags.projection
-    if directive is not None and not entry.flags.excluded:
-        tokens += sum(item.rendered_tokens - item.original_tokens for item in directive.entries)
-    return max(tokens, 0)
 
 
 def plan_cut(

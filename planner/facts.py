@@ -90,3 +90,25 @@ def used_facts(message: Message) -> set[str]:
     if message.role != "assistant":
         return set()
     return facts(shown_text(message, inputs_only=True))
+
+
+def named_facts(message: Message) -> set[str]:
+    """The facts an assistant message names in its text and in the values of its tool calls' arguments
+    (not their keys, which every call of a tool repeats)."""
+    if message.role != "assistant":
+        return set()
+    chunks = [part.text for part in message.parts if isinstance(part, TextPart)]
+    for part in message.parts:
+        if isinstance(part, ToolCall):
+            chunks.extend(_values(part.input) if part.raw_input is None else [part.raw_input])
+    return facts("\n".join(chunks))
+
+
+def _values(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _values(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _values(item)]
+    return []

@@ -18,7 +18,16 @@ import msgspec
 from planner.config import CompactConfig
 from planner.cut import CutPlan, plan_cut
 from planner.intent import REDIRECT_MARK, clip_within, task_goal
-from planner.summary import SYSTEM_PROMPT, LocalSummarizer, SummaryRequest, clip, complete, serialized
+from planner.summary import (
+    ANALYSIS_NOTE,
+    NAMES_NOTE,
+    SYSTEM_PROMPT,
+    LocalSummarizer,
+    SummaryRequest,
+    clip,
+    complete,
+    serialized,
+)
 from transcript.model.checkpoint import (
     Checkpoint,
     CheckpointParseError,
@@ -46,6 +55,9 @@ _GOAL_LEAST_CHARS: Final = 40
 _CLIP_NOTE_CHARS: Final = 30
 # How long a summarizer error or a parse error is kept on a round's result, the clipping note included.
 ERROR_CHARS: Final = 500
+# How short `fit` makes the caller's notes before any item of the checkpoint goes.
+_LEAST_NAMES: Final = 4
+_LEAST_ANALYSIS_CHARS: Final = 200
 # The list sections `fit` drops items from, oldest first, when a checkpoint is too large.
 _FIT_SECTIONS: Final = (
     "process_snapshots",
@@ -58,7 +70,8 @@ _FIT_SECTIONS: Final = (
     "constraints",
 )
 
-# A host callback for re-injection: (paths read in the summarized history, possibly none; token budget)
+# A host callback for re-injection: (paths read in the summarized history, the most recent first,
+# possibly none; token budget)
 # -> (title, content) pairs: current files, skill definitions, anything the model should see again.
 # Called after every full step; without one, nothing is re-injected.
 Reinject = Callable[[Sequence[str], int], Sequence[tuple[str, str]]]
@@ -86,6 +99,7 @@ def prepare_full(
     shown: Callable[[Entry], Message],
     floor_seq: int | None = None,
     building_on: tuple[PreparedFull, Checkpoint] | None = None,
+    focus: str = "",
 ) -> PreparedFull | None:
     """Plan a full step; None when nothing older than the kept window can be summarized.
 
@@ -125,6 +139,7 @@ def prepare_full(
         prefix_items=min(len(cut.turn_prefix), len(messages)),
         goal_hint=goal_hint,
         list_cap=config.checkpoint_list_cap,
+        focus=focus,
     )
     return PreparedFull(
         cut=cut, request=request, previous=previous, aggressive=aggressive, read_paths=_read_paths(summarized)
@@ -225,6 +240,10 @@ def fit(checkpoint: Checkpoint, max_chars: int, *, give_way: bool = False) -> Ch
     floor = max(GOAL_FLOOR_CHARS, max_chars // 4)
     goal_clipped = False
     while (size := len(to_markdown(checkpoint, brief=True))) > max_chars:
+        shorter = _shorter_notes(checkpoint)
+        if shorter is not None:
+            checkpoint = shorter
+            continue
         longest = max(_FIT_SECTIONS, key=lambda name: len(getattr(checkpoint, name)))
         if getattr(checkpoint, longest):
             checkpoint = msgspec.structs.replace(checkpoint, **{longest: getattr(checkpoint, longest)[1:]})
@@ -245,6 +264,28 @@ def fit(checkpoint: Checkpoint, max_chars: int, *, give_way: bool = False) -> Ch
         else:
             break
     return checkpoint
+
+
+def _shorter_notes(checkpoint: Checkpoint) -> Checkpoint | None:
+    """The checkpoint with the caller's own notes shorter (`planner.summary.context_notes`), before any
+    of its items goes: the names note down to its first `_LEAST_NAMES`, then the latest analysis
+    clipped to `_LEAST_ANALYSIS_CHARS`; None when they are that short already."""
+    items = list(checkpoint.critical_context)
+    for index, item in enumerate(items):
+        if item.startswith(NAMES_NOTE):
+            names = item[len(NAMES_NOTE) :].split(", ")
+            if len(names) > _LEAST_NAMES:
+                items[index] = NAMES_NOTE + ", ".join(names[: max(_LEAST_NAMES, len(names) // 2)])
+                return msgspec.structs.replace(checkpoint, critical_context=tuple(items))
+    for index, item in enumerate(items):
+        if (
+            item.startswith(ANALYSIS_NOTE)
+            and len(item) > _LEAST_ANALYSIS_CHARS + len(ANALYSIS_NOTE) + _CLIP_NOTE_CHARS
+        ):
+            text = item[len(ANALYSIS_NOTE) :]
+            items[index] = ANALYSIS_NOTE + clip(text, max(_LEAST_ANALYSIS_CHARS, len(text) // 2))
+            return msgspec.structs.replace(checkpoint, critical_context=tuple(items))
+    return None
 
 
 def clip_goal(goal: str, limit: int) -> str:
@@ -334,7 +375,8 @@ def _pairs(offered: object) -> list[tuple[str, str]]:
 
 
 def _read_paths(messages: Sequence[Message]) -> tuple[str, ...]:
-    """Files the summarized history read (most recent last), for re-injection."""
+    """Files the summarized history read, the most recently read first, for re-injection (offered in
+    that order, so that under a tight budget the latest reads are the ones kept)."""
     paths: dict[str, None] = {}
     for message in messages:
         for call in message.tool_calls:
@@ -345,7 +387,7 @@ def _read_paths(messages: Sequence[Message]) -> tuple[str, ...]:
                 if isinstance(path, str):
                     paths.pop(path, None)
                     paths[path] = None
-    return tuple(paths)
+    return tuple(reversed(paths))
 
 
 def _goal_hint(snapshot: TranscriptSnapshot, summarized: Sequence[Message]) -> str:

@@ -229,15 +229,15 @@ def edited_files(messages: Sequence[Message]) -> list[str]:
             continue
         for call in message.tool_calls:
             name = call.name.casefold()
-            args = _input(call)
+            args = call_input(call)
             if name in _OPEN_TOOLS:
                 opened = _first_str(args, ("path", "file_path", "filename")) or opened
                 continue
-            for path in _call_paths(name, call, args, opened):
+            for path in call_paths(name, call, args, opened):
                 found.setdefault(path, None)
                 opened = path
         if not message.tool_calls:
-            for command, argument in _text_commands(message.text):
+            for command, argument in text_commands(message.text):
                 if command in ("open", "create") and argument:
                     opened = argument
                     if command == "create":
@@ -247,7 +247,7 @@ def edited_files(messages: Sequence[Message]) -> list[str]:
     return list(found)
 
 
-def _input(call: ToolCall) -> dict[str, object]:
+def call_input(call: ToolCall) -> dict[str, object]:
     """A call's arguments as a mapping: its input, or its raw text as JSON, or {"input": text}."""
     if isinstance(call.input, dict):
         return call.input
@@ -266,7 +266,7 @@ def _first_str(args: dict[str, object], keys: tuple[str, ...]) -> str:
     return ""
 
 
-def _call_paths(name: str, call: ToolCall, args: dict[str, object], opened: str) -> list[str]:
+def call_paths(name: str, call: ToolCall, args: dict[str, object], opened: str) -> list[str]:
     """The paths one call edited or created ([] for a call that edits nothing)."""
     if name == "apply_patch":
         patch = _first_str(args, ("input", "patch")) or call.arguments
@@ -287,7 +287,7 @@ def _call_paths(name: str, call: ToolCall, args: dict[str, object], opened: str)
     return []
 
 
-def _text_commands(text: str) -> list[tuple[str, str]]:
+def text_commands(text: str) -> list[tuple[str, str]]:
     """The editor commands in the last action block of a text-acting agent's reply."""
     blocks = _ACTION_BLOCK.findall(text)
     if not blocks:

@@ -25,6 +25,7 @@ import msgspec
 
 from planner.config import CompactConfig
 from planner.observations import is_observation
+from planner.stale import StaleContext, excerpt, supersede, window_start
 from transcript.model import (
     PLACEHOLDER,
     TRUNCATE,
@@ -33,6 +34,7 @@ from transcript.model import (
     Entry,
     ImagePart,
     TextPart,
+    ToolCall,
     ToolResult,
     TranscriptSnapshot,
     media_tokens,
@@ -122,20 +124,56 @@ class MicroPlan(msgspec.Struct, frozen=True, kw_only=True):
         return self.seqs().get(message_id)
 
 
+def view_tokens(entry: Entry) -> int:
+    """An entry's size in the view: stored counts, adjusted by its directive when it has one."""
+    tokens = entry.shown_tokens
+    directive = entry.flags.projection
+    if directive is not None and not entry.flags.excluded:
+        tokens += sum(item.rendered_tokens - item.original_tokens for item in directive.entries)
+    return max(tokens, 0)
+
+
 def entry_saving(entry: DirectiveEntry) -> int:
     """What one proposed directive entry is estimated to free."""
     return max(0, entry.original_tokens - entry.rendered_tokens)
 
 
-def stale_boundary(snapshot: TranscriptSnapshot, config: CompactConfig) -> int:
-    """The first `seq` that is still recent: messages before it are stale enough to shorten."""
+def stale_boundary(snapshot: TranscriptSnapshot, config: CompactConfig, keep: int | None = None) -> int:
+    """The first `seq` that is still recent: messages before it are stale enough to shorten (the last
+    `keep` steps or turn groups are recent; default `micro_compact_stale_steps`)."""
     starts = snapshot.step_starts if config.micro_stale_unit == "step" else snapshot.turn_starts
-    keep = config.micro_compact_stale_steps
+    keep = config.micro_compact_stale_steps if keep is None else keep
     if keep == 0:
         return len(snapshot.entries)
     if len(starts) < keep:
         return 0
     return starts[-keep]
+
+
+def micro_boundary(snapshot: TranscriptSnapshot, config: CompactConfig, budget_tokens: int | None) -> int:
+    """The first `seq` micro compaction keeps whole: the later of the last `micro_keep_steps` steps'
+    start (`stale_boundary`) and, with a budget and `micro_protect_fraction`, the start of the oldest
+    step whose outputs, with every newer step's, fit that share of the budget (the newest step is
+    always kept)."""
+    keep = config.micro_keep_steps
+    boundary = stale_boundary(snapshot, config, None if keep is None else max(keep, 1))
+    starts = snapshot.step_starts
+    if budget_tokens is None or config.micro_protect_fraction <= 0 or not starts:
+        return boundary
+    room = config.micro_protect_fraction * budget_tokens
+    protected = len(snapshot.entries)
+    outputs = 0
+    for position in range(len(starts) - 1, -1, -1):
+        start = starts[position]
+        outputs += sum(
+            view_tokens(entry)
+            for entry in snapshot.entries[start:protected]
+            if entry.message.role != "assistant"
+        )
+        if outputs > room and position < len(starts) - 1:
+            break
+        protected = start
+    return max(boundary, protected)
 
 
 def plan_micro(
@@ -144,9 +182,11 @@ def plan_micro(
     skip_existing_truncated: bool = True,
     *,
     since: int = 0,
+    budget_tokens: int | None = None,
 ) -> MicroPlan:
-    """Propose truncations for stale tool results (see the module docstring)."""
-    boundary = stale_boundary(snapshot, config)
+    """Propose truncations for stale tool results (see the module docstring); with `budget_tokens`,
+    outputs beyond the protected share of the budget are stale too (`micro_boundary`)."""
+    boundary = micro_boundary(snapshot, config, budget_tokens)
     start = since if skip_existing_truncated else 0
     return _scan(
         snapshot,
@@ -158,16 +198,22 @@ def plan_micro(
 
 
 def plan_emergency(
-    snapshot: TranscriptSnapshot, config: CompactConfig, *, need: int, before: int | None = None
+    snapshot: TranscriptSnapshot,
+    config: CompactConfig,
+    *,
+    need: int,
+    before: int | None = None,
+    after: int = 0,
 ) -> MicroPlan:
     """Shortening inside the kept recent steps, oldest first, until about `need` tokens are freed.
 
     The same candidates as `plan_micro` (never tool inputs, protected tools, errors or reasoning),
     taken from the kept steps but never from the newest step, which stays whole (nor, with
-    `before`, from any message at that `seq` or later). Whole messages are taken, so a plan may free
-    a little more than `need`.
+    `before`, from any message at that `seq` or later; nor, with `after`, before that `seq`: what
+    a micro plan already took). Whole messages are taken, so a plan may free a little more than
+    `need`.
     """
-    boundary = stale_boundary(snapshot, config)
+    boundary = max(stale_boundary(snapshot, config), after)
     newest = snapshot.step_starts[-1] if snapshot.step_starts else len(snapshot.entries)
     if before is not None:
         newest = min(newest, before)
@@ -254,13 +300,14 @@ def _scan(
     entries: list[DirectiveEntry] = []
     positions: list[tuple[str, int]] = []
     saved = examined = 0
+    shaping = _Shaping(snapshot, config, window_start(window, len(snapshot.entries)))
     for entry in window:
         if need is not None and saved >= need:
             break
         examined += 1
         if skip_truncated and entry.flags.truncated:
             continue
-        for proposed, estimate in _candidates(snapshot, entry, config, protected):
+        for proposed, estimate in _candidates(snapshot, entry, config, protected, shaping):
             if not positions or positions[-1][0] != entry.message.id:
                 positions.append((entry.message.id, entry.seq))
             entries.append(proposed)
@@ -276,8 +323,48 @@ def _scan(
     )
 
 
+class _Shaping:
+    """How one plan shortens a text: head and tail (policies 1 and 2), or policy 3's excerpt and
+    pointer, whose context (`planner.stale.StaleContext`) is read once per plan, when first needed."""
+
+    def __init__(self, snapshot: TranscriptSnapshot, config: CompactConfig, start: int) -> None:
+        self.snapshot = snapshot
+        self.config = config
+        self.start = start
+        self._context: StaleContext | None = None
+
+    @property
+    def context(self) -> StaleContext:
+        if self._context is None:
+            self._context = StaleContext(self.snapshot, self.start)
+        return self._context
+
+    def shorten(
+        self, entry: Entry, index: int, item_index: int | None, text: str, tokens: int
+    ) -> tuple[DirectiveEntry, int]:
+        """The entry shortening one text of a stale message, with its estimated saving."""
+        if self.config.stale_outputs == "excerpt":
+            used = self.context.used_after(entry.seq)
+            return excerpt(entry, index, item_index, text, tokens, self.config, used)
+        return _truncation(entry, index, item_index, len(text), tokens, self.config)
+
+    def superseded(
+        self, entry: Entry, index: int, part: ToolResult, tokens: int
+    ) -> tuple[DirectiveEntry, int] | None:
+        """The pointer for a read's output a later read repeats (None: keep shortening it as usual)."""
+        if not self.config.supersede_reads or not isinstance(part.content, str):
+            return None
+        step, call = _call_of(self.snapshot, entry, part)
+        note = self.context.superseded(call, step)
+        return supersede(entry, index, part.content, tokens, note) if note else None
+
+
 def _candidates(
-    snapshot: TranscriptSnapshot, entry: Entry, config: CompactConfig, protected: frozenset[str]
+    snapshot: TranscriptSnapshot,
+    entry: Entry,
+    config: CompactConfig,
+    protected: frozenset[str],
+    shaping: _Shaping,
 ) -> Iterator[tuple[DirectiveEntry, int]]:
     """The directive entries micro compaction may propose for one message, with their savings."""
     message = entry.message
@@ -290,7 +377,7 @@ def _candidates(
             name = _tool_name(snapshot, entry, part)
             if name is not None and name.casefold() in protected:
                 continue
-            yield from _part_entries(entry, index, part, config)
+            yield from _part_entries(entry, index, part, config, shaping)
     elif message.role == "user" and config.micro_observations:
         previous = snapshot.entries[entry.seq - 1].message if entry.seq > 0 else None
         if not is_observation(message, previous):
@@ -299,18 +386,19 @@ def _candidates(
         for index, part in enumerate(message.parts):
             if isinstance(part, TextPart) and len(part.text) > threshold:
                 tokens = entry.tokens[index] if index < len(entry.tokens) else 0
-                yield _truncation(entry, index, None, len(part.text), tokens, config)
+                yield shaping.shorten(entry, index, None, part.text, tokens)
 
 
 def _part_entries(
-    entry: Entry, index: int, part: ToolResult, config: CompactConfig
+    entry: Entry, index: int, part: ToolResult, config: CompactConfig, shaping: _Shaping
 ) -> Iterator[tuple[DirectiveEntry, int]]:
     """Directive entries for one tool result part, each with its estimated token saving."""
     part_tokens = entry.tokens[index] if index < len(entry.tokens) else 0
     threshold = config.micro_field_threshold_chars
     if isinstance(part.content, str):
         if len(part.content) > threshold:
-            yield _truncation(entry, index, None, len(part.content), part_tokens, config)
+            pointer = shaping.superseded(entry, index, part, part_tokens)
+            yield pointer or shaping.shorten(entry, index, None, part.content, part_tokens)
         return
     total_chars = sum(len(item.text) for item in part.content if isinstance(item, TextPart)) or 1
     media = sum(media_tokens(item) for item in part.content if isinstance(item, (ImagePart, DocumentPart)))
@@ -318,7 +406,7 @@ def _part_entries(
     for item_index, item in enumerate(part.content):
         if isinstance(item, TextPart) and len(item.text) > threshold:
             share = text_tokens * len(item.text) // total_chars
-            yield _truncation(entry, index, item_index, len(item.text), share, config)
+            yield shaping.shorten(entry, index, item_index, item.text, share)
         elif isinstance(item, (ImagePart, DocumentPart)):
             estimate = media_tokens(item)
             placeholder = DirectiveEntry(
@@ -356,11 +444,18 @@ def _truncation(
 
 def _tool_name(snapshot: TranscriptSnapshot, entry: Entry, result: ToolResult) -> str | None:
     """The name of the tool that produced a result: the call's name, else the name on the result."""
+    call = _call_of(snapshot, entry, result)[1]
+    return call.name if call is not None else result.name
+
+
+def _call_of(snapshot: TranscriptSnapshot, entry: Entry, result: ToolResult) -> tuple[int, ToolCall | None]:
+    """The `seq` of the step a result belongs to and the call it answers (None when not found)."""
     starts = snapshot.step_starts
     position = bisect.bisect_right(starts, entry.seq) - 1
-    if position >= 0:
-        assistant = snapshot.entries[starts[position]].message
-        for call in assistant.tool_calls:
-            if call.id == result.call_id:
-                return call.name
-    return result.name
+    if position < 0:
+        return -1, None
+    seq = starts[position]
+    for call in snapshot.entries[seq].message.tool_calls:
+        if call.id == result.call_id:
+            return seq, call
+    return seq, None

@@ -14,9 +14,8 @@ from collections.abc import Iterable
 from itertools import accumulate
 
 from planner.config import CompactConfig
-from planner.cut import view_tokens
 from planner.economics import RoundEconomics, net_gain, round_economics
-from planner.micro import MicroPlan
+from planner.micro import MicroPlan, view_tokens
 from transcript.model.snapshot import TranscriptSnapshot
 
 

@@ -21,6 +21,7 @@ from typing import Final, Protocol
 
 import msgspec
 
+from planner.facts import named_facts
 from planner.intent import (
     answers_of,
     clip as clip,
@@ -30,11 +31,27 @@ from planner.intent import (
     requests,
     task_goal,
 )
+from planner.outcomes import (
+    TODO_TOOLS,
+    Step,
+    failure,
+    latest_analysis,
+    matches,
+    outcome,
+    plan_sentences,
+    same_subject,
+    steps,
+    subject_of,
+    todos,
+    unresolved,
+)
 from transcript.model import DocumentPart, ImagePart, Message, TextPart, ToolCall, ToolResult, media_tokens
 from transcript.model.checkpoint import LIST_CAP, Checkpoint, merge, to_json
 from transcript.model.errors import PromptTooLong
 
 ITEM_CLIP_CHARS: Final = 2_000
+# How much of the task a request repeats when the conversation it summarizes does not hold it.
+TASK_CLIP_CHARS: Final = 600
 ARGUMENT_CLIP_CHARS: Final = 500
 SYSTEM_PROMPT: Final = (
     "You keep the checkpoint of a long coding-agent session whose older history is being replaced by "
@@ -78,6 +95,10 @@ _TURN_PART: Final = (
 _LABEL_TOKENS: Final = 4
 _CLIP_NOTE_TOKENS: Final = 8
 _FILES_NOTE: Final = "files touched: "
+ANALYSIS_NOTE: Final = "latest analysis: "
+NAMES_NOTE: Final = "names used: "
+# How many names the names note holds (those of the newest rounds first).
+NAMES_CAP: Final = 16
 
 
 def is_prompt_too_long(error: BaseException) -> bool:
@@ -96,7 +117,8 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     task the user gave (their first request and latest redirect, read from the whole session);
     `list_cap` bounds every list of the checkpoint. `item_tokens` estimates each item's tokens from
     the stored counts (`serialized`), so a round prices its request without tokenizing the history
-    again (`prompt_tokens`); a request built by hand may leave it empty.
+    again (`prompt_tokens`); a request built by hand may leave it empty. `focus` is what the caller
+    asked this round's summary to keep above all ("" for none).
     """
 
     system_prompt: str
@@ -108,6 +130,7 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     prefix_items: int = 0
     list_cap: int = LIST_CAP
     item_tokens: tuple[int, ...] = ()
+    focus: str = ""
 
     @property
     def task(self) -> str:
@@ -164,9 +187,11 @@ def prompt_text(request: SummaryRequest) -> str:
     ]
     if previous is not None:
         lines.append(
-            "Do not repeat what the previous checkpoint holds, except to list an item again, in the same "
-            "words, under its new status (in progress -> done)."
+            "Do not repeat what the previous checkpoint holds, except to list one of its open items again, "
+            "in the same words, under its new status (in progress -> done)."
         )
+    if request.focus.strip():
+        lines.append(f"Keep above all what concerns: {clip(request.focus.strip(), ARGUMENT_CLIP_CHARS)}")
     task = request.task
     if task:
         lines.append("The goal is the task the user gave, kept for you: leave it out.")
@@ -174,17 +199,17 @@ def prompt_text(request: SummaryRequest) -> str:
         lines.append('Also give "goal": what the user is trying to achieve, in one or two sentences.')
     sections = ["\n".join(lines)]
     if previous is not None:
-        # What the model needs of it: the task is shown once, the metadata is the caller's.
-        shown = msgspec.structs.replace(
-            previous,
+        # What the model needs of it: the items whose status may change (the rest is merged in by the
+        # caller, whatever the reply says); the task is shown once.
+        shown = Checkpoint(
             goal="" if task else previous.goal,
-            generated_at=None,
-            source_item_count=0,
-            split_turn=False,
+            in_progress=previous.in_progress,
+            blocked=previous.blocked,
+            next_steps=previous.next_steps,
         )
-        sections.append(f"Previous checkpoint:\n{to_json(shown)}")
+        sections.append(f"Previous checkpoint's open items:\n{to_json(shown)}")
     if request.goal_hint.strip():
-        sections.append(f"The task the user gave: {clip(request.goal_hint, ITEM_CLIP_CHARS)}")
+        sections.append(f"The task the user gave: {clip(request.goal_hint, TASK_CLIP_CHARS)}")
     if request.conversation:
         sections.append(f"{_CONVERSATION}{request.conversation}")
     if request.turn_part:
@@ -219,20 +244,75 @@ def complete(reply: Checkpoint, request: SummaryRequest) -> Checkpoint:
     earlier releases) are replaced, not repeated.
     """
     previous = request.previous_checkpoint or Checkpoint()
+    added = context_notes(request, " ".join((*reply.done, *reply.blocked, *reply.files)))
+    replaced = _notes(added)
+    resolved = {subject_of(item) for item in reply.done} - {""}
     previous = msgspec.structs.replace(
         previous,
         in_progress=tuple(i for i in previous.in_progress if not i.startswith(_SPLIT_NOTE)),
-        critical_context=tuple(i for i in previous.critical_context if not i.startswith(_FILES_NOTE)),
+        blocked=tuple(
+            i for i in previous.blocked if not any(same_subject(subject_of(i), done) for done in resolved)
+        ),
+        # The current plan replaces the previous one (an item it repeats keeps its place).
+        next_steps=previous.next_steps if not reply.next_steps else (),
+        critical_context=tuple(
+            i for i in previous.critical_context if not i.startswith(_FILES_NOTE) and _note(i) not in replaced
+        ),
     )
+    own = tuple(i for i in reply.critical_context if not _note(i))
+    critical = _merged_names((*own, *added), request.previous_checkpoint)
     # The task is bounded where it is read (`planner.intent.task_goal`): its redirect is never cut off.
     goal = anchored_goal(reply.goal, request) if reply.goal.strip() else request.task
     delta = msgspec.structs.replace(
         reply,
         goal=goal,
+        critical_context=critical,
         files=(*reply.files, *edited_files(request.messages)),
         source_item_count=len(request.messages),
     )
     return merge(previous, delta, cap=max(request.list_cap, 1))
+
+
+def context_notes(request: SummaryRequest, said: str = "") -> tuple[str, ...]:
+    """What the caller adds to every checkpoint's critical context, read from the summarized messages
+    (no summarizer is asked for it, nor paid for it): the latest substantive analysis of the model,
+    and the names (paths, identifiers) the agent itself used most — with a focus, what speaks of it
+    first; names already `said` elsewhere in the checkpoint are not repeated."""
+    messages, focus = request.messages, request.focus
+    found = []
+    analysis = latest_analysis(messages, prefer=focus)
+    if analysis:
+        found.append(f"{ANALYSIS_NOTE}{analysis}")
+    said = f"{said} {analysis}"
+    names = [name for name in ranked_facts(messages, focus) if name not in said][:NAMES_CAP]
+    if names:
+        found.append(f"{NAMES_NOTE}{', '.join(names)}")
+    return tuple(found)
+
+
+def _note(item: str) -> str:
+    """Which of the local summarizer's own notes an item is ("" for any other item)."""
+    return next((note for note in (ANALYSIS_NOTE, NAMES_NOTE) if item.startswith(note)), "")
+
+
+def _notes(items: Sequence[str]) -> set[str]:
+    return {_note(item) for item in items} - {""}
+
+
+def _merged_names(items: Sequence[str], previous: Checkpoint | None) -> tuple[str, ...]:
+    """The reply's critical context, its names note holding the previous note's names after its own
+    (the newest first, at most `NAMES_CAP`)."""
+    new = next((i for i in items if i.startswith(NAMES_NOTE)), None)
+    if new is None or previous is None:
+        return tuple(items)
+    old = next((i for i in previous.critical_context if i.startswith(NAMES_NOTE)), "")
+    names = [*_names(new), *_names(old)]
+    merged = f"{NAMES_NOTE}{', '.join(list(dict.fromkeys(names))[:NAMES_CAP])}"
+    return tuple(merged if i is new else i for i in items)
+
+
+def _names(item: str) -> list[str]:
+    return [name.strip() for name in item[len(NAMES_NOTE) :].split(", ") if name.strip()]
 
 
 def anchored_goal(goal: str, request: SummaryRequest) -> str:
@@ -297,33 +377,54 @@ class LocalSummarizer:
     """The deterministic, model-free summarizer; also the fallback when a model summarizer fails.
 
     It reads `request.messages`, so it always sees the whole delta (a model's text prompt may have
-    been shortened by prompt-too-long retries).
+    been shortened by prompt-too-long retries), and what they did (`planner.outcomes`).
     """
 
-    def __init__(self, *, recent_items: int = 8, item_chars: int = 200) -> None:
+    def __init__(
+        self,
+        *,
+        recent_items: int = 8,
+        recent_outcomes: int = 16,
+        item_chars: int = 200,
+        names: int = NAMES_CAP,
+    ) -> None:
         self.recent_items = recent_items
+        self.recent_outcomes = recent_outcomes
         self.item_chars = item_chars
+        self.names = names
 
     def reply(self, request: SummaryRequest) -> Checkpoint:
         """What this summarizer says of the request, as a model asked by `prompt_text` would reply:
         only what the conversation adds, no goal (the caller keeps the task), no files an edit tool
         names (the caller adds them).
 
-        The user's answers become decisions and the sentences of their requests that set limits
-        constraints; the agent's recent messages what was done; failed tool results and refused
-        approvals what is blocked; a split turn's part a note of work in progress.
+        Done: the outcomes of its steps (files edited or created, commands that changed something
+        and succeeded, test runs that passed, sub-agents that finished, todos completed), never what
+        the agent only announced. Blocked: the failures no later step resolved, and refused
+        approvals. Next steps: the agent's own plan (its todo list's pending items, else what its
+        latest reply says it will do next), else the latest request. The user's answers become
+        decisions and the sentences of their requests that set limits constraints; a split turn's part
+        a note of work in progress. With `request.focus`, what speaks of the focus is kept first.
+        (The latest analysis and the names used are the caller's to add: `context_notes`.)
         """
         messages = request.messages
-        said = [m.text.strip().splitlines()[0] for m in messages if m.role == "assistant" and m.text.strip()]
-        errors, approvals = self._errors(messages)
-        found = list(requests(messages))  # the user's requests, read once for constraints and answers
+        focus = request.focus
+        found = steps(messages)
+        todo_done, todo_doing, todo_pending = todos(messages)
+        # A todo keeps its own words in every list, so that a later checkpoint moves it (to done).
+        outcomes = [item for step in found if (item := outcome(step))] + todo_done
+        errors, approvals = self._failures(found)
+        requested = list(requests(messages))  # the user's requests, read once for constraints and answers
         task = request.goal_hint or None
+        done = self._recent(list(dict.fromkeys(outcomes)), focus, self.recent_outcomes)
+        blocked = self._recent(approvals, focus) + self._recent(errors, focus)
         return Checkpoint(
-            constraints=tuple(constraints_of(found, task=task)),
-            done=tuple(clip(item, self.item_chars) for item in said[-self.recent_items :]),
-            in_progress=(self._split_turn(request),) if request.turn_part else (),
-            blocked=tuple(approvals[-self.recent_items :]) + tuple(errors[-self.recent_items :]),
-            key_decisions=tuple(answers_of(found, task=task)[-self.recent_items :]),
+            constraints=tuple(constraints_of(requested, task=task)),
+            done=tuple(done),
+            in_progress=((self._split_turn(request),) if request.turn_part else ()) + tuple(todo_doing),
+            blocked=tuple(blocked),
+            key_decisions=tuple(answers_of(requested, task=task)[-self.recent_items :]),
+            next_steps=tuple(self._next_steps(messages, todo_pending, requested)),
         )
 
     def checkpoint(self, request: SummaryRequest) -> Checkpoint:
@@ -337,22 +438,49 @@ class LocalSummarizer:
     def __call__(self, request: SummaryRequest, /) -> str:
         return to_json(self.reply(request))
 
+    def _recent(self, items: list[str], focus: str, keep: int | None = None) -> list[str]:
+        """The latest `keep` (default `recent_items`) of `items`, and before them any older one that
+        speaks of the focus."""
+        keep = self.recent_items if keep is None else keep
+        latest = items[-keep:] if keep else []
+        if not focus:
+            return [clip(item, self.item_chars) for item in latest]
+        older = [item for item in items[: len(items) - len(latest)] if matches(item, focus)]
+        return [clip(item, self.item_chars) for item in (*older, *latest)]
+
+    def _failures(self, found: Sequence[Step]) -> tuple[list[str], list[str]]:
+        errors: list[str] = []
+        approvals: list[str] = []
+        for step in unresolved(found):
+            (approvals if _APPROVAL.search(step.detail) else errors).append(failure(step))
+        return errors, approvals
+
+    def _next_steps(self, messages: Sequence[Message], pending: list[str], requested: list[str]) -> list[str]:
+        if pending:
+            return pending[: self.recent_items]
+        last = next((m for m in reversed(messages) if m.role == "assistant" and m.text.strip()), None)
+        planned = plan_sentences(last) if last is not None else []
+        if planned:
+            return planned
+        return [f"continue with: {clip(requested[-1], self.item_chars)}"] if requested else []
+
     def _split_turn(self, request: SummaryRequest) -> str:
         part = request.turn_part.strip()
         first = part.splitlines()[0] if part else ""
         return f"{_SPLIT_NOTE}{clip(first, self.item_chars)}"
 
-    def _errors(self, messages: Sequence[Message]) -> tuple[list[str], list[str]]:
-        """Failed results, and refused approvals among them, read from what a request shows of each
-        (its first `ITEM_CLIP_CHARS`): a long error output costs no more than a short one."""
-        errors: list[str] = []
-        approvals: list[str] = []
-        for message in messages:
-            for result in message.tool_results:
-                if not result.is_error:
-                    continue
-                shown = result.text[:ITEM_CLIP_CHARS]
-                line = clip((shown.strip().splitlines() or [""])[0], self.item_chars)
-                item = f"{result.name or 'tool'} failed: {line}"
-                (approvals if _APPROVAL.search(shown) else errors).append(item)
-        return errors, approvals
+
+def ranked_facts(messages: Sequence[Message], focus: str = "") -> list[str]:
+    """The facts (`planner.facts`) the agent itself used in these messages, those it used most first
+    (then the latest used); with a focus, those that speak of it before all."""
+    counts: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        if any(call.name.casefold() in TODO_TOOLS for call in message.tool_calls):
+            continue  # a todo list's words are in the checkpoint's lists already
+        for fact in named_facts(message):
+            if fact.startswith("/") and fact.count("/") == 1 and "." not in fact:
+                continue  # a closing tag (`</div>`) reads like a path: no name
+            counts[fact] = counts.get(fact, 0) + 1
+            last[fact] = index
+    return sorted(counts, key=lambda f: (not (focus and matches(f, focus)), -counts[f], -last[f], f))

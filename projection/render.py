@@ -5,9 +5,12 @@ it did when it was written — its numbers are frozen in it and its renderer is 
 added to — so upgrading never silently changes a stored view. Policy 1 shortens tool results (and
 their media items); policy 2 renders those exactly as policy 1 does and also shortens the text parts
 of a message (observations: tool or environment output carried by a user message), with the same
-marker. A new directive uses policy 2 only when it shortens a text part (`policy_for`). Token counts
-of a rendered message come from stored counts and the counts frozen in its directive; nothing is
-tokenized here.
+marker. Policy 3 renders those two as policy 2 does and adds two ways of shortening a text: an
+excerpt (its head and tail and the lines the directive names, each line at most
+`EXCERPT_LINE_CHARS`) and a supersede (a pointer, the directive's note, instead of a text a later
+message makes stale). A new directive uses the lowest policy its entries need (`policy_for`). Token
+counts of a rendered message come from stored counts and the counts frozen in its directive;
+nothing is tokenized here.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import msgspec
 
 from projection.caps import ProviderCaps
 from transcript.model import (
+    EXCERPT,
     PLACEHOLDER,
+    SUPERSEDE,
     TRUNCATE,
     DirectiveEntry,
     DocumentPart,
@@ -38,6 +43,10 @@ from transcript.model import (
 PROJECTION_POLICY_VERSION: Final = 1
 # The policy a directive needs when it shortens text parts (observations), not only tool results.
 TEXT_POLICY_VERSION: Final = 2
+# The policy a directive needs when it excerpts a text or supersedes it.
+EXCERPT_POLICY_VERSION: Final = 3
+# How much of each kept line an excerpt shows (policy 3; frozen with it).
+EXCERPT_LINE_CHARS: Final = 240
 
 PartRenderer: TypeAlias = Callable[[Part, DirectiveEntry], Part]
 
@@ -95,11 +104,70 @@ def _apply_v2(part: Part, entry: DirectiveEntry) -> Part:
     return _apply_v1(part, entry)
 
 
-_RENDERERS: dict[int, PartRenderer] = {1: _apply_v1, TEXT_POLICY_VERSION: _apply_v2}
+def excerpt_text(text: str, keep_head: int, keep_tail: int, lines: Sequence[int], index: str = "") -> str:
+    """Policy 3's excerpt: the head, a marker (naming what the omitted part mentions, `index`), the
+    named lines (each clipped), the tail — only when that is shorter than the text."""
+    all_lines = text.split("\n")
+    kept = [all_lines[i][:EXCERPT_LINE_CHARS] for i in lines if 0 <= i < len(all_lines)]
+    head = text[:keep_head]
+    tail = text[len(text) - keep_tail :] if keep_tail and len(text) > keep_head + keep_tail else ""
+    omitted = len(text) - len(head) - len(tail) - sum(len(line) for line in kept)
+    if omitted <= 0:
+        return text
+    mentions = f"; it mentions {index}" if index else ""
+    if kept:
+        middle = f"... [{omitted} chars omitted{mentions}; kept: {len(kept)} lines] ...\n" + "\n".join(kept)
+        rendered = f"{head}\n{middle}\n... [end of the kept lines] ...\n{tail}"
+    else:
+        rendered = f"{head}\n... [{omitted} chars omitted{mentions}] ...\n{tail}"
+    return rendered if len(rendered) < len(text) else text
+
+
+def superseded_text(text: str, note: str) -> str:
+    """Policy 3's supersede: the pointer in brackets, when that is shorter than the text."""
+    rendered = f"[{note}]"
+    return rendered if len(rendered) < len(text) else text
+
+
+def _shortened(text: str, entry: DirectiveEntry) -> str:
+    if entry.action == EXCERPT:
+        return excerpt_text(text, entry.keep_head, entry.keep_tail, entry.lines, entry.note)
+    return superseded_text(text, entry.note)
+
+
+def _apply_v3(part: Part, entry: DirectiveEntry) -> Part:
+    if entry.action not in (EXCERPT, SUPERSEDE):
+        return _apply_v2(part, entry)
+    if isinstance(part, TextPart) and entry.item_index is None:
+        return TextPart(text=_shortened(part.text, entry))
+    if not isinstance(part, ToolResult):
+        raise RenderError(f"policy 3 cannot {entry.action} a {part.kind} part")
+    if entry.item_index is None:
+        if not isinstance(part.content, str):
+            raise RenderError(f"policy 3 cannot {entry.action} a tool result of several items whole")
+        return msgspec.structs.replace(part, content=_shortened(part.content, entry))
+    if isinstance(part.content, str) or not 0 <= entry.item_index < len(part.content):
+        raise RenderError(f"tool result has no content item {entry.item_index}")
+    items = list(part.content)
+    item = items[entry.item_index]
+    if not isinstance(item, TextPart):
+        raise RenderError(f"policy 3 cannot {entry.action} a {item.kind} item")
+    items[entry.item_index] = TextPart(text=_shortened(item.text, entry))
+    return msgspec.structs.replace(part, content=tuple(items))
+
+
+_RENDERERS: dict[int, PartRenderer] = {
+    1: _apply_v1,
+    TEXT_POLICY_VERSION: _apply_v2,
+    EXCERPT_POLICY_VERSION: _apply_v3,
+}
 
 
 def policy_for(message: Message, entries: Sequence[DirectiveEntry]) -> int:
-    """The policy version a new directive of these entries needs: 1 unless one targets a text part."""
+    """The policy version a new directive of these entries needs: 3 when one excerpts or supersedes,
+    else 2 when one targets a text part, else 1."""
+    if any(entry.action in (EXCERPT, SUPERSEDE) for entry in entries):
+        return EXCERPT_POLICY_VERSION
     for entry in entries:
         index = entry.part_index
         if (

@@ -39,6 +39,9 @@ from transcript.model.errors import PromptTooLong
 
 FORMATS = Path(__file__).resolve().parent.parent / "fixtures" / "formats"
 
+# Full rounds as the priced policy reached them (policy 3's excerpts defend these budgets alone).
+PRICED = CompactConfig.priced()
+
 
 def _call(name: str, **arguments: object) -> Message:
     return Message.assistant("", tool_calls=[ToolCall(id=f"id-{name}", name=name, input=dict(arguments))])
@@ -104,7 +107,7 @@ def test_the_aggressive_step_keeps_the_task_and_its_redirect_in_the_goal(tmp_pat
         return '{"goal": "rewrite the lexer", "done": ["step"]}'
 
     for summarizer in (None, model):
-        with Transcript.open(tmp_path / f"{summarizer is None}.db", session_id="s") as t:
+        with Transcript.open(tmp_path / f"{summarizer is None}.db", session_id="s", config=PRICED) as t:
             t.append(Message.system("You are an agent. " + "rule words here now. " * 300))
             t.append(Message.user("fix the parser module so that unicode input works"))
             for k in range(13):
@@ -127,7 +130,7 @@ def test_the_aggressive_step_keeps_the_task_and_its_redirect_in_the_goal(tmp_pat
 
 
 def test_the_local_summary_keeps_the_first_request_across_later_answers() -> None:
-    t = Store.open(":memory:", tokenizer="chars/4").session("s")
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", config=PRICED)
     t.append(Message.user(GOAL))
     _grow(t, 6)
     t.append(Message.user("yes, fix it"))
@@ -205,7 +208,7 @@ class OnlyNew:
 
 
 def test_a_delta_round_keeps_what_the_model_left_out_over_three_rounds() -> None:
-    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=OnlyNew())
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", config=PRICED, summarizer=OnlyNew())
     t.append(Message.user(GOAL))
     checkpoints = []
     for start in (0, 100, 200):
@@ -227,9 +230,9 @@ def test_a_delta_round_keeps_what_the_model_left_out_over_three_rounds() -> None
 def test_the_list_cap_is_configurable_and_drops_the_oldest_items() -> None:
     with pytest.raises(InvalidConfig, match="checkpoint_list_cap"):
         CompactConfig(checkpoint_list_cap=0)
-    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=OnlyNew())
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", config=PRICED, summarizer=OnlyNew())
     t.append(Message.user(GOAL))
-    config = CompactConfig(checkpoint_list_cap=2)
+    config = CompactConfig.priced(checkpoint_list_cap=2)
     for start in (0, 100, 200):
         _grow(t, 12, start=start, tool="Edit")
         checkpoint = t.compact(budget_tokens=_over(t, 2.0), config=config).checkpoint
@@ -245,7 +248,7 @@ def test_a_split_turn_is_sent_once_in_its_own_section() -> None:
         seen.append(request)
         return '{"goal": "g"}'
 
-    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=model)
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", config=PRICED, summarizer=model)
     t.append(Message.user("an older request that opened the first turn"))
     _grow(t, 4)
     t.append(Message.user("could you also look at the readers?"))
@@ -262,7 +265,12 @@ def test_a_split_turn_is_sent_once_in_its_own_section() -> None:
 
 def test_the_prompt_asks_only_for_what_is_new_and_says_the_task_once() -> None:
     previous = Checkpoint(
-        goal=GOAL, done=("read the parser",), files=("src/p.py",), generated_at=AT, source_item_count=9
+        goal=GOAL,
+        done=("read the parser",),
+        in_progress=("the week parser",),
+        files=("src/p.py",),
+        generated_at=AT,
+        source_item_count=9,
     )
     history = (Message.assistant("fixed the week parser"), Message.tool_result("c1", "ok", name="Bash"))
     request = SummaryRequest(
@@ -278,8 +286,9 @@ def test_the_prompt_asks_only_for_what_is_new_and_says_the_task_once() -> None:
         assert f"- {name}: " in prompt
     assert "adds to the previous checkpoint" in prompt and "Do not repeat what the previous" in prompt
     assert prompt.count(GOAL) == 1 and "leave it out" in prompt
-    shown = prompt.split("Previous checkpoint:\n", 1)[1].split("\n", 1)[0]
-    assert parse_checkpoint(shown) == Checkpoint(done=("read the parser",), files=("src/p.py",))
+    # Of the previous checkpoint, only what a reply may move (its open items): the rest is merged in.
+    shown = prompt.split("Previous checkpoint's open items:\n", 1)[1].split("\n", 1)[0]
+    assert parse_checkpoint(shown) == Checkpoint(in_progress=("the week parser",))
     # No task anywhere: the model is asked for the goal; nothing to show of an empty conversation.
     bare = msgspec.structs.replace(request, goal_hint="", previous_checkpoint=None, prefix_items=2)
     prompt = prompt_text(bare)
@@ -317,7 +326,7 @@ REDIRECT = "Now instead make the CLI print week numbers with a new --weeks flag 
 
 
 def _redirected(task: str) -> Transcript:
-    t = Store.open(":memory:", tokenizer="chars/4").session("s")
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", config=PRICED)
     t.append(Message.system("You are a coding agent."))
     t.append(Message.user(task))
     _grow(t, 6)
@@ -365,7 +374,7 @@ def test_a_checkpoint_shrunk_to_fit_the_view_is_carried_whole_to_the_next_round(
         facts = [f"parse_week_{i} lives in src/module_{i}/parser.py line {i * 7}" for i in range(60)]
         return msgspec.json.encode({"critical_context": facts}).decode()
 
-    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=model)
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", config=PRICED, summarizer=model)
     t.append(Message.system("You are a coding agent."))
     t.append(Message.user(GOAL))
     _grow(t, 20, size=3000)
@@ -394,7 +403,7 @@ def test_a_failing_summarizer_leaves_its_error_on_the_result_the_breaker_and_sta
     def broken(request: SummaryRequest) -> str:
         raise RuntimeError("HTTP 529 overloaded " + "x" * 2_000)
 
-    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=broken)
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", config=PRICED, summarizer=broken)
     t.append(Message.user(GOAL))
     _grow(t, 20)
     result = t.compact(budget_tokens=_over(t, 2.0))
@@ -407,7 +416,9 @@ def test_a_failing_summarizer_leaves_its_error_on_the_result_the_breaker_and_sta
 
 
 def test_a_reply_that_does_not_parse_keeps_its_parse_error() -> None:
-    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=lambda request: "Sure! Done.")
+    t = Store.open(":memory:", tokenizer="chars/4").session(
+        "s", config=PRICED, summarizer=lambda request: "Sure! Done."
+    )
     t.append(Message.user(GOAL))
     _grow(t, 20)
     result = t.compact(budget_tokens=_over(t, 2.0))
@@ -429,10 +440,10 @@ def test_the_host_is_asked_to_reinject_even_without_a_read() -> None:
         asked.append((paths, budget))
         return [("skill: release-notes", "Write release notes as a bulleted list. " * 400)]
 
-    t = Store.open(":memory:", tokenizer="chars/4").session("s", reinject=skills)
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", config=PRICED, reinject=skills)
     t.append(Message.user(GOAL))
     _grow(t, 20, tool="Bash")
-    config = CompactConfig(reinject_max_tokens=200)
+    config = CompactConfig.priced(reinject_max_tokens=200)
     result = t.compact(budget_tokens=_over(t, 2.0), config=config)
     assert result.outcome == "full_applied"
     assert asked and list(asked[0][0]) == [] and asked[0][1] <= 200
@@ -460,7 +471,7 @@ def test_a_model_goal_that_holds_the_task_is_kept() -> None:
     def model(request: SummaryRequest) -> str:
         return msgspec.json.encode({"goal": f"{GOAL}; now on the week-number edge cases"}).decode()
 
-    t: Transcript = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=model)
+    t: Transcript = Store.open(":memory:", tokenizer="chars/4").session("s", config=PRICED, summarizer=model)
     t.append(Message.user(GOAL))
     _grow(t, 20)
     checkpoint = t.compact(budget_tokens=_over(t, 2.0)).checkpoint
@@ -468,7 +479,7 @@ def test_a_model_goal_that_holds_the_task_is_kept() -> None:
 
 
 def test_the_continuation_prompt_names_the_files_edited() -> None:
-    t = Store.open(":memory:", tokenizer="chars/4").session("s")
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", config=PRICED)
     t.append(Message.user(GOAL))
     _grow(t, 20, tool="Write")
     result = t.compact(budget_tokens=_over(t, 2.0))
@@ -515,7 +526,7 @@ def _one_big_newest_step(asked: list[SummaryRequest]) -> tuple[Transcript, int]:
         asked.append(request)
         return "{}"
 
-    t = Store.open(":memory:", tokenizer="chars/4").session("s", summarizer=model)
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", config=PRICED, summarizer=model)
     t.append(Message.user(GOAL))
     _grow(t, 6)
     call = ToolCall(id="big", name="Bash", input={"command": "cat big.log"})

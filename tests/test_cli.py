@@ -609,7 +609,7 @@ def _directive_keeps(db: Path, session_id: str) -> set[tuple[int, int]]:
 
 def test_simulate_reads_a_toml_config(tmp_path: Path) -> None:
     config = tmp_path / "policy.toml"
-    config.write_text("micro_field_keep_head_chars = 123\nmicro_field_keep_tail_chars = 45\n")
+    config.write_text("excerpt_head_chars = 123\nexcerpt_tail_chars = 45\n")
     db = tmp_path / "s.db"
     run(["simulate", SWE_FC, "--budget", BUDGET, "--db", db, "--config", config])
     assert _directive_keeps(db, SIM) == {(123, 45)}
@@ -617,14 +617,14 @@ def test_simulate_reads_a_toml_config(tmp_path: Path) -> None:
 
 def test_simulate_reads_a_json_config_and_set_overrides_it(tmp_path: Path) -> None:
     config = tmp_path / "policy.json"
-    config.write_text(json.dumps({"full_compact_enabled": False, "micro_field_keep_head_chars": 99}))
+    config.write_text(json.dumps({"full_compact_enabled": False, "excerpt_head_chars": 99}))
     db = tmp_path / "s.db"
     (report,) = run_json(
         [
             *("simulate", SWE_FC, "--budget", BUDGET, "--db", db, "--config", config),
             *(
                 "--set",
-                "micro_field_keep_head_chars=77",
+                "excerpt_head_chars=77",
                 "--set",
                 "micro_stale_unit=step",
                 "--format",

@@ -38,7 +38,7 @@ from transcript.session.importing import import_sessions
 from transcript.session.simulate import Simulation, economy, simulate
 
 PREVIOUS = CompactConfig.previous()
-PRICED = CompactConfig()
+PRICED = CompactConfig.priced()  # the priced policy (policies 1 and 2); policy 3: test_policy3.py
 ANTHROPIC = CachePricing.preset("anthropic")
 REPLY = '{"goal": "continue", "done": ["read the parser"], "next_steps": ["run the tests"]}'
 SWE_OLD = CORPUS / "sweagent_pydicom-1458_gpt4.traj"

@@ -48,6 +48,9 @@ _grow = grow_reads
 
 
 def _session(**settings: object) -> Transcript:
+    # Full rounds as the priced policy reached them (policy 3's excerpts would defend these budgets
+    # without a summary: tests/test_policy3.py).
+    settings.setdefault("config", CompactConfig.priced())
     return reading_session(GOAL, **settings)
 
 
@@ -160,7 +163,7 @@ def test_the_breaker_opens_then_half_opens_and_closes() -> None:
 
 def test_manual_success_closes_an_open_breaker_and_is_not_counted() -> None:
     model = Recorder(fail=10)
-    t = _session(summarizer=model, config=CompactConfig(max_consecutive_failures=1))
+    t = _session(summarizer=model, config=CompactConfig.priced(max_consecutive_failures=1))
     assert t.compact(budget_tokens=_over(t, 2.0)).breaker == "open"
     _grow(t, 15, start=500)
     manual = t.compact(budget_tokens=_over(t, 2.0), manual=True, summarizer=LocalSummarizer())
@@ -174,7 +177,7 @@ def test_breaker_state_survives_restart_and_export_restore(tmp_path: Path) -> No
         session_id="s",
         tokenizer="chars/4",
         summarizer=Recorder(fail=5),
-        config=CompactConfig(max_consecutive_failures=1),
+        config=CompactConfig.priced(max_consecutive_failures=1),
     ) as t:
         t.append(Message.user(GOAL))
         _grow(t, 20)
@@ -244,7 +247,9 @@ def test_a_lost_race_during_summarization_writes_nothing(tmp_path: Path) -> None
             other.compact(budget_tokens=_over(other, 2.0), force=True)
         return f'{{"goal": "{GOAL}"}}'
 
-    with Transcript.open(path, session_id="s", tokenizer="chars/4", summarizer=racing) as t:
+    with Transcript.open(
+        path, session_id="s", tokenizer="chars/4", summarizer=racing, config=CompactConfig.priced()
+    ) as t:
         budget = _over(t, 2.0)
         with pytest.raises(ConflictError):
             t.compact(budget_tokens=budget)
@@ -269,7 +274,7 @@ def test_reinjection_only_through_the_host_callback() -> None:
 
 
 def test_the_local_summary_keeps_goal_errors_approvals_and_files() -> None:
-    t = Store.open(":memory:", tokenizer="chars/4").session("s")
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", config=CompactConfig.priced())
     t.append(Message.user(GOAL))
     t.append_turn(
         [

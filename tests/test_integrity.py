@@ -71,7 +71,7 @@ def path(tmp_path: Path) -> Path:
 
 
 def _open(path: Path, session: str = "s1") -> Transcript:
-    return Transcript.open(path, session_id=session, tokenizer="chars/4")
+    return Transcript.open(path, session_id=session, tokenizer="chars/4", config=CompactConfig.priced())
 
 
 def _file(path: Path) -> list[str]:

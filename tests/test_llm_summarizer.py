@@ -6,12 +6,16 @@ from typing import Any
 
 import pytest
 
+from planner import CompactConfig
 from planner.summary import SummaryRequest
 from tests.test_full import GOAL, _grow, _over
 from transcript import Message, Store
 from transcript.integrations.llm import LlmSummarizer
 from transcript.model.checkpoint import Checkpoint
 from transcript.model.errors import PromptTooLong
+
+# Full rounds as the priced policy reached them (policy 3's excerpts defend these budgets alone).
+PRICED = CompactConfig.priced()
 
 
 class FakeResponse:
@@ -70,7 +74,7 @@ def test_a_context_length_error_becomes_prompt_too_long() -> None:
 
 
 def test_a_round_uses_the_adapter_and_falls_back_when_it_fails() -> None:
-    t = Store.open(":memory:", tokenizer="chars/4").session("s")
+    t = Store.open(":memory:", tokenizer="chars/4").session("s", config=PRICED)
     t.append(Message.user(GOAL))
     _grow(t, 20)
     good = t.compact(

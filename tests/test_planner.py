@@ -18,6 +18,8 @@ from transcript import Message, Store, ToolCall, Transcript
 from transcript.model import ImagePart, TextPart
 
 MICRO_ONLY = CompactConfig(full_compact_enabled=False)
+# SPEC §6's micro rules as the priced policy applied them (projection policy 3 has tests/test_policy3.py).
+SPEC = CompactConfig.priced()
 
 
 def _step(t: Transcript, n: int, output: str, *, tool: str = "Bash", is_error: bool = False) -> None:
@@ -80,7 +82,7 @@ def test_bad_config_data_is_refused(data: dict[str, object]) -> None:
 def test_the_last_three_steps_are_never_planned(session: Transcript) -> None:
     for n in range(5):
         _step(session, n, "x" * 600)
-    plan = plan_micro(session.messages(), CompactConfig())
+    plan = plan_micro(session.messages(), SPEC)
     planned = set(plan.message_ids)
     results = _results(session)
     assert planned == set(results[:2])
@@ -99,7 +101,7 @@ def test_turn_unit_truncates_results_of_old_turn_groups(session: Transcript) -> 
     for n in range(3):
         session.append(Message.user(f"next task {n}"))
         _step(session, n + 1, "y" * 600)
-    plan = plan_micro(session.messages(), CompactConfig(micro_stale_unit="turn"))
+    plan = plan_micro(session.messages(), CompactConfig.priced(micro_stale_unit="turn"))
     assert plan.message_ids == (_results(session)[0],)
 
 
@@ -109,7 +111,7 @@ def test_threshold_is_strict_and_counts_code_points(session: Transcript) -> None
     _step(session, 2, "🎉" * 500)
     for n in range(3, 6):
         _step(session, n, "z")
-    plan = plan_micro(session.messages(), CompactConfig())
+    plan = plan_micro(session.messages(), SPEC)
     assert plan.message_ids == (_results(session)[1],)
     assert plan.entries[0].original_chars == 501
 
@@ -121,7 +123,7 @@ def test_errors_protected_tools_and_inputs_are_left_whole(session: Transcript) -
     _step(session, 3, "b" * 900)
     for n in range(4, 7):
         _step(session, n, "z")
-    plan = plan_micro(session.messages(), CompactConfig())
+    plan = plan_micro(session.messages(), SPEC)
     assert plan.message_ids == (_results(session)[3],)
     assert all(e.target == "part" and e.part_index == 0 for e in plan.entries)
 
@@ -131,7 +133,7 @@ def test_protection_follows_the_calls_name_when_the_result_has_none(session: Tra
     session.append_turn([Message.assistant("", tool_calls=[call]), Message.tool_result("c0", "r" * 900)])
     for n in range(1, 4):
         _step(session, n, "z")
-    assert plan_micro(session.messages(), CompactConfig()).entries == ()
+    assert plan_micro(session.messages(), SPEC).entries == ()
 
 
 def test_multi_part_results_get_one_entry_per_long_text_and_media_item(session: Transcript) -> None:
@@ -148,12 +150,12 @@ def test_multi_part_results_get_one_entry_per_long_text_and_media_item(session: 
     )
     for n in range(3):
         _step(session, n, "z")
-    entries = plan_micro(session.messages(), CompactConfig()).entries
+    entries = plan_micro(session.messages(), SPEC).entries
     assert [(e.action, e.item_index) for e in entries] == [("truncate", 1), ("placeholder", 2)]
 
 
 def test_rounds_only_look_at_what_earlier_rounds_did_not_touch(session: Transcript) -> None:
-    config = CompactConfig()
+    config = SPEC
     for n in range(6):
         _step(session, n, "x" * 900)
     cursor = plan_micro(session.messages(), config).scanned_to  # where the round below stops looking
@@ -175,8 +177,8 @@ def test_rebuild_mode_plans_truncated_messages_again(session: Transcript) -> Non
         _step(session, n, "x" * 900)
     session.compact(budget_tokens=1, config=MICRO_ONLY, manual=True)
     snapshot = session.messages()
-    assert plan_micro(snapshot, CompactConfig()).entries == ()
-    assert len(plan_micro(snapshot, CompactConfig(), skip_existing_truncated=False).message_ids) == 2
+    assert plan_micro(snapshot, SPEC).entries == ()
+    assert len(plan_micro(snapshot, SPEC, skip_existing_truncated=False).message_ids) == 2
 
 
 @pytest.mark.parametrize(
@@ -190,17 +192,17 @@ def test_rebuild_mode_plans_truncated_messages_again(session: Transcript) -> Non
     ],
 )
 def test_trigger_decisions(tokens: int, savings: int, kind: str) -> None:
-    action = determine_compact_action(tokens, 1000, CompactConfig(), micro_savings=savings)
+    action = determine_compact_action(tokens, 1000, SPEC, micro_savings=savings)
     assert action.kind == kind
 
 
 def test_forced_rounds_go_straight_to_full() -> None:
-    assert determine_compact_action(10, 1000, CompactConfig(), force=True).kind == "full"
+    assert determine_compact_action(10, 1000, SPEC, force=True).kind == "full"
 
 
 def test_budget_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
-        determine_compact_action(10, 0, CompactConfig())
+        determine_compact_action(10, 0, SPEC)
 
 
 def test_planner_runs_on_a_snapshot_read_through_a_read_only_connection(tmp_path: object) -> None:
@@ -212,7 +214,7 @@ def test_planner_runs_on_a_snapshot_read_through_a_read_only_connection(tmp_path
         for n in range(5):
             _step(t, n, "x" * 900)
     with Transcript.open(path, session_id="s", readonly=True) as t:
-        plan = plan_micro(t.messages(), CompactConfig())
+        plan = plan_micro(t.messages(), SPEC)
     assert len(plan.message_ids) == 2
 
 

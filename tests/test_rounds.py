@@ -59,7 +59,9 @@ def test_micro_alone_is_enough_when_it_gets_under_the_threshold(session: Transcr
 
 
 def test_insufficient_reclaim_at_the_auto_threshold_needs_full() -> None:
-    session = _session(Store.open(":memory:", tokenizer="chars/4").session("s"), size=600)
+    session = _session(
+        Store.open(":memory:", tokenizer="chars/4").session("s", config=CompactConfig.priced()), size=600
+    )
     tokens = session.visible_messages().tokens
     result = session.compact(budget_tokens=tokens, config=CompactConfig.previous(full_compact_enabled=False))
     assert result.outcome == "full_unavailable" and result.compacted_count == 5
@@ -76,7 +78,9 @@ def test_a_round_that_can_make_no_progress_is_skipped_without_a_write(session: T
 
 
 def test_shadow_mode_reports_and_writes_nothing(tmp_path: Path) -> None:
-    with Transcript.open(tmp_path / "s.db", session_id="s", tokenizer="chars/4") as t:
+    with Transcript.open(
+        tmp_path / "s.db", session_id="s", tokenizer="chars/4", config=CompactConfig.priced()
+    ) as t:
         _session(t)
         before = dump(t)
         tokens = t.visible_messages().tokens
@@ -88,7 +92,7 @@ def test_shadow_mode_reports_and_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_over_budget_irreducible_instead_of_looping(session: Transcript) -> None:
-    result = session.compact(budget_tokens=10, config=CompactConfig(full_compact_enabled=False))
+    result = session.compact(budget_tokens=10, config=CompactConfig.priced(full_compact_enabled=False))
     assert result.outcome == "over_budget_irreducible"
     assert result.irreducible_tokens > 10
 
@@ -125,7 +129,7 @@ def test_a_round_re_renders_only_the_messages_it_truncates(
 
 
 def test_a_plan_from_an_older_version_is_a_conflict(session: Transcript) -> None:
-    plan = plan_micro(session.messages(), CompactConfig())
+    plan = plan_micro(session.messages(), CompactConfig.priced())
     session.append(Message.user("more"))
     with pytest.raises(ConflictError):
         session.apply_micro_plan(plan)

@@ -60,6 +60,8 @@ _grow = grow_reads
 
 
 def _session(**settings: object) -> Transcript:
+    # Full rounds as the priced policy reached them (policy 3's excerpts defend these budgets alone).
+    settings.setdefault("config", CompactConfig.priced())
     return reading_session(GOAL, **settings)
 
 
@@ -182,7 +184,7 @@ def test_stop_on_explicit_question_only_for_a_question(reply: str) -> None:
 
 def test_auto_compact_enabled() -> None:
     t = _session()
-    off = CompactConfig(auto_compact_enabled=False)
+    off = CompactConfig.priced(auto_compact_enabled=False)
     version = t.version
     result = t.compact(budget_tokens=_over(t, 2.0), config=off)
     assert result.outcome == "skipped" and result.reason == "automatic compaction is disabled"
@@ -196,7 +198,7 @@ def test_auto_compact_enabled() -> None:
 
 def test_tool_result_micro_compact_enabled() -> None:
     t = _session()
-    off = CompactConfig(micro_compact_enabled=False)
+    off = CompactConfig.priced(micro_compact_enabled=False)
     below_full = t.compact(budget_tokens=_over(t, 0.8), config=off)
     assert below_full.outcome == "skipped" and below_full.compacted_count == 0
     assert not any(e.flags.truncated for e in t.messages().entries)

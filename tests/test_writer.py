@@ -42,7 +42,7 @@ def _grow(t: Transcript, steps: int) -> None:
 
 @pytest.fixture
 def session(tmp_path: Path) -> Transcript:
-    t = Transcript.open(tmp_path / "t.db", session_id="s", tokenizer="chars/4")
+    t = Transcript.open(tmp_path / "t.db", session_id="s", tokenizer="chars/4", config=CompactConfig.priced())
     _grow(t, 8)
     return t
 
@@ -149,7 +149,7 @@ def _model(request: SummaryRequest) -> str:
 
 
 ROUNDS: dict[str, dict[str, object]] = {
-    "micro": {"config": CompactConfig(full_compact_enabled=False)},
+    "micro": {"config": CompactConfig.priced(full_compact_enabled=False)},
     "micro-then-full": {"summarizer": _model},
     "forced-full": {"force": True, "manual": True, "summarizer": _model},
 }

@@ -50,6 +50,7 @@ class OpenCode(msgspec.Struct, frozen=True, kw_only=True):
     minimum: float = 0.1
     preserve_recent: float = 0.0
     skip_turns: bool = False
+    keep_newest: bool = False
 
     def round(
         self, state: PeerState, snapshot: TranscriptSnapshot, budget: int, tools: PeerTools
@@ -69,6 +70,9 @@ class OpenCode(msgspec.Struct, frozen=True, kw_only=True):
             start = tail_start(view, int(budget * self.preserve_recent), after=first)
         if start is None or start == first:
             start = len(view.messages)  # nothing recent is kept: all of it is summarized
+        if self.keep_newest:
+            newest = max((i for i, m in enumerate(view.messages) if m.role == "assistant"), default=start)
+            start = max(first, min(start, newest))
         tail = view.seqs[start] if start < len(view.messages) else len(snapshot.entries)
         summary = summarize(
             [m for m in view.messages[:start] if m.role != "system"],

@@ -36,6 +36,11 @@ from transcript.session.replay import describe
     "markdown, or plain prose); '-' reads standard input.",
 )
 @config_options
+@click.option(
+    "--focus",
+    default=None,
+    help='What the round\'s summary should keep above all ("the API changes"); recorded with the round.',
+)
 @format_option
 def compact(
     db_path: str | None,
@@ -46,10 +51,11 @@ def compact(
     summary_file: str | None,
     config_file: Path | None,
     settings: tuple[str, ...],
+    focus: str | None,
     fmt: str,
 ) -> None:
     """Run one manual compaction round on a session (the local summarizer writes any checkpoint, unless
-    --summary gives one)."""
+    --summary gives one; --focus steers what it keeps)."""
     if shadow and (full or summary_file is not None):
         raise click.UsageError(
             "--shadow reports a round without writing; it cannot force one with --full or --summary"
@@ -59,8 +65,12 @@ def compact(
     with open_store(db_path) as store:
         sid = pick_session(store, session_id)
         t = store.session(sid, config=config) if config is not None else store.session(sid)
-        result = t.compact(budget_tokens=budget, manual=True, force=full, shadow=shadow, summary=summary)
+        result = t.compact(
+            budget_tokens=budget, manual=True, force=full, shadow=shadow, summary=summary, focus=focus
+        )
     lines = [describe(result) if result.strategy else f"{result.outcome}: {result.reason}"]
+    if result.focus:
+        lines.append(f"focus: {result.focus}")
     if shadow:
         lines[0] = f"shadow (nothing written): {lines[0]}"
     lines.append(f"view {result.tokens_before:,} -> {result.tokens_after:,} tokens (budget {budget:,})")

@@ -30,8 +30,10 @@ from transcript.model.events import (
 )
 from transcript.model.ids import new_message_id, utc_now
 from transcript.model.marks import (
+    EXCERPT,
     NO_FLAGS,
     PLACEHOLDER,
+    SUPERSEDE,
     TRUNCATE,
     DirectiveEntry,
     DirectiveTarget,
@@ -67,11 +69,13 @@ __all__ = [
     "DOCUMENT_TOKENS_PER_100KB",
     "EVENT_DECODER",
     "EVENT_ENCODER",
+    "EXCERPT",
     "IMAGE_TOKENS",
     "INTERRUPTED_RESULT",
     "NO_FLAGS",
     "PLACEHOLDER",
     "ROLES",
+    "SUPERSEDE",
     "TRUNCATE",
     "CapsSet",
     "Checkpoint",

@@ -11,9 +11,13 @@ from typing import Final, Literal, TypeAlias
 from transcript.model.value import Value
 
 DirectiveTarget: TypeAlias = Literal["message", "part", "tool_call"]
-# Directive actions: keep the head and tail of a text; show a media item as a short placeholder.
+# Directive actions: keep the head and tail of a text; show a media item as a short placeholder;
+# keep a text's head, tail and some of its lines (`lines`); show a pointer (`note`) instead of a text a
+# later message supersedes. The last two are projection policy 3's.
 TRUNCATE: Final = "truncate"
 PLACEHOLDER: Final = "placeholder"
+EXCERPT: Final = "excerpt"
+SUPERSEDE: Final = "supersede"
 
 
 class DirectiveEntry(Value, frozen=True):
@@ -23,7 +27,8 @@ class DirectiveEntry(Value, frozen=True):
     (`item_index`). `keep_head`/`keep_tail` are copied from the config of the round that wrote it, so
     later config changes never alter how it renders. `original_tokens` and `rendered_tokens` are the
     target's size as stored and as rendered, counted once when the directive was written, so a view's
-    size is known without tokenizing at render.
+    size is known without tokenizing at render. An excerpt also keeps the target's lines numbered in
+    `lines` (0-based); a supersede shows `note`. Both are frozen like the rest.
     """
 
     message_id: str
@@ -37,6 +42,8 @@ class DirectiveEntry(Value, frozen=True):
     original_chars: int = 0
     original_tokens: int = 0
     rendered_tokens: int = 0
+    lines: tuple[int, ...] = ()
+    note: str = ""
 
 
 class ProjectionDirective(Value, frozen=True):

@@ -55,6 +55,7 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     read as a checkpoint; `last_error` is the breaker's memory of the latest such failure, carried
     from round to round until a round's model call succeeds. `reinject_error` is what the host's
     re-injection callback raised (or why its answer was unusable): the summary went without it.
+    `focus` is what the caller asked the round's summary to keep above all ("" for none).
     """
 
     outcome: Outcome
@@ -94,6 +95,7 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     parse_error: str = ""
     last_error: str = ""
     reinject_error: str = ""
+    focus: str = ""
 
     @property
     def saved_tokens(self) -> int:

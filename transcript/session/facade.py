@@ -568,6 +568,7 @@ class Transcript:
         summarizer: Summarizer | None = None,
         summary: str | None = None,
         reason: str | None = None,
+        focus: str | None = None,
     ) -> CompactResult:
         """Run one compaction round against a token budget; returns its result record.
 
@@ -583,14 +584,16 @@ class Transcript:
         `summarizer` overrides the transcript's for this round. `summary` is a summary the caller
         wrote — checkpoint JSON, the `## Goal` markdown, or plain prose (kept whole as the checkpoint's
         `summary`; the goal is still the user's task): a manual, forced round that asks no summarizer.
-        `reason` says why the caller asked for the round (it is recorded as the round's reason). It
-        raises only for storage faults and bad arguments (`InvalidArgument`): a failing summarizer is an
-        outcome (`fallback_used`, `failed`).
+        `reason` says why the caller asked for the round (it is recorded as the round's reason).
+        `focus` says what this round's summary should keep above all ("the API changes"): it is
+        carried into the summarizer's request (the local summarizer keeps what speaks of it first) and
+        recorded with the round. It raises only for storage faults and bad arguments
+        (`InvalidArgument`): a failing summarizer is an outcome (`fallback_used`, `failed`).
         """
         from mutate import run_compact
 
         budget = self._view_budget(budget_tokens, window_tokens, overhead_tokens, calibrated)
-        options = self._options(budget, config, manual, force, shadow, summarizer, summary, reason)
+        options = self._options(budget, config, manual, force, shadow, summarizer, summary, reason, focus)
         given = self._round_input(options)
         if isinstance(given, CompactResult):
             return given
@@ -612,6 +615,7 @@ class Transcript:
         summarizer: Summarizer | None = None,
         summary: str | None = None,
         reason: str | None = None,
+        focus: str | None = None,
     ) -> CompactResult:
         """`compact` for async loops: the summarizer may be a coroutine function. The store is never
         read or written on the event loop (worker threads do it), so other tasks go on meanwhile; an
@@ -622,7 +626,7 @@ class Transcript:
 
             with self._lock:
                 budget = self._view_budget(budget_tokens, window_tokens, overhead_tokens, calibrated)
-                options = self._options(budget, config, manual, force, shadow, summarizer, summary, reason)
+                options = self._options(budget, config, manual, force, shadow, summarizer, summary, reason, focus)
                 return options, self._round_input(options)
 
         # Nothing of the round touches the store on the event loop: reading, planning, committing and
@@ -895,6 +899,7 @@ class Transcript:
         summarizer: Summarizer | None,
         summary: str | None = None,
         reason: str | None = None,
+        focus: str | None = None,
     ) -> RoundOptions:
         from mutate import Deps, RoundOptions
 
@@ -907,6 +912,8 @@ class Transcript:
             check_text("summary", summary)
         if reason is not None:
             check_text("reason", reason, limit=2_000)
+        if focus is not None:
+            check_text("focus", focus, limit=2_000)
         return RoundOptions(
             budget_tokens=check_budget(budget),
             config=config or self.config,
@@ -919,6 +926,7 @@ class Transcript:
             summary=summary,
             before_compact=self.before_compact,
             reason=reason,
+            focus=focus or "",
         )
 
     def _round_input(self, options: RoundOptions | None) -> RoundInput | CompactResult:

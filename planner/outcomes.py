@@ -1,0 +1,434 @@
+"""What a stretch of history did, read from its tool calls and their results: outcomes, failures still
+open, the agent's own plan, and its latest analysis.
+
+The local summarizer builds its checkpoint from these, so that "done" lists what happened — a file
+edited or created, a command that changed something and succeeded, a test run that passed, a
+sub-agent that finished, a todo marked completed — and never what the agent only announced. A step
+*failed* when its result is an error, or its text reads as one (a traceback, "command not found",
+"No such file or directory", "Error 2", "No replacement was performed", ...), in its first or last
+lines. A failure is *resolved* when a later step on the same subject succeeded: the same file edited,
+or the same program run (`make`, `pytest`, `npm test`, ...). Read-only commands (`ls`, `cat`, `grep`,
+`git status`, ...) are investigation, not outcomes.
+
+Agents that act through text (old-style SWE-agent) are read the same way: the command in the last
+code block of the assistant's reply, its output in the observation that follows.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator, Sequence
+from typing import Final, Literal, NamedTuple
+
+from planner.intent import call_input, call_paths, clip, normalize, text_commands
+from planner.observations import is_observation
+from transcript.model.message import Message, ToolCall, ToolResult
+
+StepKind = Literal["edit", "command", "task", "other"]
+
+SHELL_TOOLS: Final = frozenset(
+    {"bash", "execute_bash", "shell", "run_command", "exec_command", "run_shell_command", "terminal", "cmd"}
+)
+TASK_TOOLS: Final = frozenset({"task", "agent"})
+TODO_TOOLS: Final = frozenset({"todowrite", "task_tracker", "update_plan", "write_todos"})
+# Programs (or program and subcommand) whose runs only look: no outcome, though they succeed.
+READ_ONLY: Final = frozenset(
+    {
+        "ls", "cat", "head", "tail", "grep", "egrep", "rg", "ag", "find", "pwd", "echo", "which", "wc",
+        "awk", "tree", "less", "more", "file", "stat", "du", "df", "env", "printenv", "type", "whoami",
+        "date", "ps", "cd", "sed", "diff", "open", "goto", "scroll_up", "scroll_down", "search_file",
+        "search_dir", "find_file", "git status", "git diff", "git log", "git show", "git branch",
+        "apt-cache", "pip show", "pip list", "npm ls", "locate", "history", "sleep",
+    }
+)  # fmt: skip
+_TEST_RUN: Final = re.compile(
+    r"\b(pytest|py\.test|unittest|nosetests|tox|jest|vitest|mocha|rspec|phpunit|ctest|"
+    r"(npm|yarn|pnpm) (run )?test|go test|cargo test|make (test|check)|mvn test|gradle test)\b"
+)
+_PASSED: Final = re.compile(
+    r"\b\d+ (passed|passing)\b|\ball tests passed\b|test result: ok|^OK\b|\bTests? passed\b", re.I | re.M
+)
+_FAILURE: Final = re.compile(
+    r"traceback \(most recent call last\)|\b(error|errors|failed|failure|fatal)\b[:!\s]|command not found|"
+    r"no such file or directory|\bcannot\b|\bcan't\b|\bunable to\b|permission denied|"
+    r"no replacement was performed|\b\d+ failed\b|exit (code|status) [1-9]|\bE: ",
+    re.IGNORECASE,
+)
+_SUCCESS_WORDS: Final = re.compile(r"\b(success(fully)?|created|updated|edited|has been|passed)\b", re.I)
+_CODE_BLOCK: Final = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
+_PLAN: Final = re.compile(
+    r"^(?:(?:next|then|now|first|finally|after that),?\s+)?(?:i(?:'ll| will| am going to| need to| should)|"
+    r"let me|let's|we (?:need to|should|will|can))\b",
+    re.IGNORECASE,
+)
+# Programs that write what they are given: a command line of them redirected into a file writes it.
+_WRITERS: Final = frozenset({"cat", "echo", "printf", "tee"})
+# Programs whose subcommand says what a run does (`git commit` is not `git status`).
+_SUBCOMMANDS: Final = frozenset(
+    {"git", "npm", "yarn", "pnpm", "cargo", "go", "pip", "apt", "apt-get", "docker"}
+)
+_SENTENCES: Final = re.compile(r"(?<=[.!?])\s+|\n+")
+_ENV_ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S*$")
+ITEM_CHARS: Final = 200
+ANALYSIS_CHARS: Final = 700
+ANALYSIS_WORDS: Final = 25
+
+
+class Step(NamedTuple):
+    """One action of the history and how it went: `subject` is the file or the command, `key` what a
+    later step must share to resolve it (the path, or the program), `detail` the result's telling line."""
+
+    position: int
+    kind: StepKind
+    subject: str
+    key: str
+    ok: bool
+    detail: str
+    created: bool = False
+
+
+def steps(messages: Sequence[Message]) -> list[Step]:
+    """Every action of these messages with its result, in order."""
+    results: dict[str, tuple[int, ToolResult]] = {}
+    for index, message in enumerate(messages):
+        for result in message.tool_results:
+            results.setdefault(result.call_id, (index, result))
+    found: list[Step] = []
+    opened = ""  # the file a text-acting agent's editor has open
+    for index, message in enumerate(messages):
+        if message.role != "assistant":
+            continue
+        for call in message.tool_calls:
+            name = call.name.casefold()
+            if name in ("open", "open_file"):
+                opened = _path_of(call) or opened
+            answered = results.get(call.id)
+            if answered is not None:
+                new = list(_call_steps(answered[0], call, answered[1], opened))
+                found.extend(new)
+                opened = next((step.subject for step in reversed(new) if step.kind == "edit"), opened)
+        if not message.tool_calls:
+            observation = _observation_after(messages, index)
+            command = _text_action(message.text)
+            if command and observation is not None:
+                step, opened = _text_step(index + 1, message, command, observation, opened)
+                found.append(step)
+    return found
+
+
+def _path_of(call: ToolCall) -> str:
+    """The path a call names ("" when it names none)."""
+    arguments = call_input(call)
+    for key in ("path", "file_path", "filename"):
+        value = arguments.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return ""
+
+
+def _call_steps(index: int, call: ToolCall, result: ToolResult, opened: str) -> Iterator[Step]:
+    """The steps of one call and its result (`opened`: the file the agent's editor has open)."""
+    name = call.name.casefold()
+    ok = succeeded(result.text, is_error=result.is_error)
+    detail = telling_line(result.text, failed=not ok)
+    paths = call_paths(name, call, call_input(call), opened)
+    if paths:
+        created = name in ("write", "create", "write_file") or call_input(call).get("command") == "create"
+        for path in paths:
+            yield Step(index, "edit", path, path, ok, detail, created)
+        return
+    arguments = call_input(call)
+    if name in SHELL_TOOLS:
+        command = arguments.get("command") or arguments.get("cmd") or arguments.get("input")
+        if isinstance(command, list):
+            command = " ".join(str(c) for c in command)
+        if isinstance(command, str) and command.strip():
+            # A command line that only writes a file (`cat > x << EOF`) is an edit of that file;
+            # one that also runs something is a run, whatever it writes on the way.
+            targets = redirect_targets(command) if program(command) in _WRITERS else []
+            for path, created in targets:
+                yield Step(index, "edit", path, path, ok, detail, created)
+            if not targets:
+                yield Step(index, "command", _one_line(command), program(command), ok, detail)
+        return
+    if name in TASK_TOOLS:
+        description = arguments.get("description") or arguments.get("prompt") or call.name
+        yield Step(index, "task", clip(str(description), 80), f"task:{description}", ok, detail)
+        return
+    yield Step(index, "other", call.name, f"tool:{name}", ok, detail)
+
+
+def _text_step(
+    index: int, action: Message, command: str, observation: Message, opened: str
+) -> tuple[Step, str]:
+    """The step of a text-acting agent's command, and the file its editor has open after it."""
+    text = observation.text
+    ok = succeeded(text)
+    detail = telling_line(text, failed=not ok)
+    for verb, argument in text_commands(action.text):
+        if verb in ("open", "create") and argument:
+            if verb == "create":
+                return Step(index, "edit", argument, argument, ok, detail, True), argument
+            return Step(index, "other", command, "open", ok, detail), argument
+        if verb in ("edit", "insert") and opened:
+            return Step(index, "edit", opened, opened, ok, detail), opened
+    if opened and program(command) in ("edit", "insert"):
+        return Step(index, "edit", opened, opened, ok, detail), opened
+    return Step(index, "command", _one_line(command), program(command), ok, detail), opened
+
+
+def _observation_after(messages: Sequence[Message], index: int) -> Message | None:
+    if index + 1 < len(messages):
+        following = messages[index + 1]
+        if following.role == "user" and is_observation(following, messages[index]):
+            return following
+    return None
+
+
+def _text_action(text: str) -> str:
+    """The command of a text-acting agent's reply: the first line of its last code block."""
+    blocks = _CODE_BLOCK.findall(text)
+    if not blocks:
+        return ""
+    lines = blocks[-1].strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def succeeded(text: str, *, is_error: bool = False) -> bool:
+    """Whether a result reads as a success: not an error, and no failure in its first or last lines
+    (a test summary that says what passed and nothing failed counts as a success)."""
+    if is_error:
+        return False
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    edges = "\n".join(lines[:3] + lines[-3:])
+    if _PASSED.search(edges) and not re.search(r"\b[1-9]\d* (failed|errors?)\b", edges, re.I):
+        return True
+    return not _FAILURE.search(edges)
+
+
+def telling_line(text: str, *, failed: bool) -> str:
+    """The line of a result that says how it went: the first failing line, else a test summary, else
+    the first line."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if failed:
+        edges = lines[:3] + lines[-3:]
+        for index, line in enumerate(edges):
+            if _FAILURE.search(line):
+                if len(line) < 24 and index + 1 < len(edges):
+                    line = f"{line} {edges[index + 1]}"  # "ERROR:" alone says nothing
+                return clip(line, ITEM_CHARS)
+    for line in reversed(lines[-3:]):
+        if _PASSED.search(line):
+            return clip(line, ITEM_CHARS)
+    return clip(lines[0], ITEM_CHARS)
+
+
+def program(command: str) -> str:
+    """What identifies a command across retries: the program of its last part (`cd x && make clean &&
+    make` is `make`), with the subcommand for the tools that have one, without environment
+    assignments, `sudo` or `cd`."""
+    words: list[str] = []
+    for tokens in reversed(_commands(command)):
+        tokens = [t for t in tokens if not _ENV_ASSIGNMENT.match(t)]
+        if tokens and tokens[0] == "sudo":
+            tokens = tokens[1:]
+        if tokens and tokens[0] not in ("cd", "export", "source", "."):
+            words = tokens
+            break
+    if not words:
+        return ""
+    head = words[0].rsplit("/", 1)[-1]
+    if head in _SUBCOMMANDS and len(words) > 1:
+        return f"{head} {words[1]}"
+    if head == "sed" and any(word.startswith("-i") for word in words[1:]):
+        return "sed -i"  # edits in place: no mere look
+    if head.startswith("python") and len(words) > 2 and words[1] == "-m":
+        return words[2]
+    if head.startswith("python") and len(words) > 1:
+        return f"python {words[1]}"
+    return head
+
+
+def _commands(command: str, *, pipes: bool = False) -> list[list[str]]:
+    """The simple commands of a command line, split at `&&`, `||` and `;` (quotes respected); of a
+    pipeline, its first command (what it runs; the rest filter the output), or with `pipes` every
+    command of it."""
+    if re.search(r"<<-?\s*['\"]?\w+", command):
+        command = command.split("\n")[0]  # a here-document's body (the lines after) is no command
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # an unclosed quote: read it word by word
+        tokens = command.split()
+    found: list[list[str]] = [[]]
+    piped = False
+    for token in tokens:
+        if token in ("&&", "||", ";", "&") or (pipes and token == "|"):
+            found.append([])
+            piped = False
+        elif token == "|":
+            piped = True
+        elif not piped:
+            found[-1].append(token)
+    return [words for words in found if words]
+
+
+def writes_file(command: str) -> bool:
+    """Whether a command line redirects output into a file (`cat > x.py << EOF`, `echo ... >> log`)."""
+    return bool(redirect_targets(command))
+
+
+def redirect_targets(command: str) -> list[tuple[str, bool]]:
+    """The files a command line writes by redirecting output (`> x.py` creates it, `>> log` appends),
+    /dev/null and file descriptors left out."""
+    found: list[tuple[str, bool]] = []
+    for words in _commands(command, pipes=True):
+        for position, word in enumerate(words[:-1]):
+            target = words[position + 1]
+            if word in (">", ">>") and not target.startswith(("&", "/dev/")):
+                found.append((target, word == ">"))
+    return found
+
+
+def is_read_only(step: Step) -> bool:
+    """Whether a command only looks (no outcome however it went)."""
+    if step.kind != "command":
+        return step.kind == "other"
+    key = step.key
+    if key == "sed -i" or writes_file(step.subject):
+        return False
+    if not key:
+        return True  # only `cd` and exports
+    if key in ("make", "cmake") and re.search(r"\s(-n|--dry-run|--just-print)\b", step.subject):
+        return True
+    return key in READ_ONLY or key.split(" ")[0] in READ_ONLY
+
+
+def outcome(step: Step) -> str:
+    """A successful step as a "done" item ("" when it is no outcome)."""
+    if not step.ok or is_read_only(step):
+        return ""
+    if step.kind == "edit":
+        return f"{'created' if step.created else 'edited'} `{step.subject}`"
+    if step.kind == "task":
+        return f"sub-agent `{step.subject}` finished: {step.detail}" if step.detail else ""
+    if _TEST_RUN.search(step.subject) or _PASSED.search(step.detail):
+        return f"`{step.subject}` passed: {step.detail}"
+    return f"ran `{step.subject}`" + (
+        f": {step.detail}" if step.detail and _SUCCESS_WORDS.search(step.detail) else ""
+    )
+
+
+def failure(step: Step) -> str:
+    """A failed step as a "blocked" item."""
+    what = f"edit of `{step.subject}`" if step.kind == "edit" else f"`{step.subject}`"
+    return f"{what} failed: {step.detail}"
+
+
+def unresolved(found: Sequence[Step]) -> list[Step]:
+    """The failed steps no later step on the same subject succeeded after, latest failure per subject
+    (a file is the same file by its path or a path ending in it: `types/a.ts` is `/repo/types/a.ts`)."""
+    latest: dict[str, Step] = {}
+    for step in found:
+        key = next((k for k in latest if same_subject(k, step.key)), step.key)
+        if step.ok:
+            latest.pop(key, None)
+        elif not is_read_only(step):  # a look that failed blocks nothing
+            latest.pop(key, None)
+            latest[step.key] = step
+    return sorted(latest.values(), key=lambda s: s.position)
+
+
+def same_subject(a: str, b: str) -> bool:
+    """Whether two keys name the same subject (a path and a path ending in it count as one)."""
+    if a == b:
+        return True
+    a, b = a.removeprefix("./"), b.removeprefix("./")
+    return "/" in a + b and (a.endswith(f"/{b}") or b.endswith(f"/{a}"))
+
+
+def subject_of(item: str) -> str:
+    """The subject an item written here names: its first backticked span ("" for none)."""
+    match = re.search(r"`([^`]+)`", item)
+    if match is None:
+        return ""
+    subject = match.group(1)
+    return subject if "/" in subject or " " not in subject.strip() else program(subject)
+
+
+def todos(messages: Sequence[Message]) -> tuple[list[str], list[str], list[str]]:
+    """The agent's latest todo list (TodoWrite, task_tracker, update_plan): done, in progress, pending."""
+    latest: list[dict[str, object]] | None = None
+    for message in messages:
+        for call in message.tool_calls:
+            if call.name.casefold() not in TODO_TOOLS:
+                continue
+            arguments = call_input(call)
+            for key in ("todos", "task_list", "tasks", "plan"):
+                value = arguments.get(key)
+                if isinstance(value, list):
+                    latest = [item for item in value if isinstance(item, dict)]
+    done: list[str] = []
+    doing: list[str] = []
+    pending: list[str] = []
+    for item in latest or []:
+        text = next(
+            (v for k in ("content", "title", "step", "description") if isinstance(v := item.get(k), str)), ""
+        )
+        if not text.strip():
+            continue
+        status = str(item.get("status", "")).casefold()
+        target = done if status in ("completed", "done") else doing if "progress" in status else pending
+        target.append(clip(text.strip(), ITEM_CHARS))
+    return done, doing, pending
+
+
+def plan_sentences(message: Message, limit: int = 3) -> list[str]:
+    """What the agent says it will do next, in its own words (sentences opening "Next, I'll ...",
+    "Let me ...", "We need to ...")."""
+    found = []
+    for sentence in _SENTENCES.split(message.text.strip()):
+        sentence = sentence.strip(" \t-*#>")
+        if _PLAN.match(sentence) and len(sentence.split()) >= 3:
+            found.append(clip(sentence, ITEM_CHARS))
+    return found[-limit:]
+
+
+def latest_analysis(messages: Sequence[Message], *, prefer: str = "") -> str:
+    """The latest substantive analysis of the model (at least `ANALYSIS_WORDS` words of its own text,
+    not opening as an announcement of what it will do), clipped; with `prefer` (a focus), the latest
+    one that speaks of it, when there is one."""
+    chosen = ""
+    for message in reversed(messages):
+        if message.role != "assistant":
+            continue
+        text = message.text.strip()
+        if len(text.split()) < ANALYSIS_WORDS or _PLAN.match(text):
+            continue  # too short, or an announcement of work rather than an analysis
+        if not prefer or matches(text, prefer):
+            return clip(text, ANALYSIS_CHARS)
+        chosen = chosen or clip(text, ANALYSIS_CHARS)
+    return chosen
+
+
+_STOP: Final = frozenset({"the", "and", "for", "with", "that", "this", "from", "into", "onto", "about", "on"})
+
+
+def focus_words(focus: str) -> set[str]:
+    """The words of a focus that say something (three letters or more, not a stop word)."""
+    return {w for w in re.findall(r"[\w./-]+", focus.casefold()) if len(w) >= 3 and w not in _STOP}
+
+
+def matches(text: str, focus: str) -> bool:
+    """Whether a text speaks of the focus (holds one of its words, case-insensitively)."""
+    words = focus_words(focus)
+    lowered = text.casefold()
+    return bool(words) and any(word in lowered for word in words)
+
+
+def _one_line(command: str) -> str:
+    return clip(normalize(command), 120)

@@ -1,0 +1,194 @@
+"""What projection policy 3 keeps of a stale output: an excerpt, or a pointer to a newer read.
+
+Under `stale_outputs="excerpt"` a stale tool output (or observation) is shortened to a short head and
+tail and the lines of it that hold facts (`planner.facts`) the agent used after it — in its own text
+or tool inputs, up to now — at most `excerpt_lines` of them, the lines naming the most such facts
+first: what the agent picked up from an output is what it is likely to need again. The other facts
+the omitted part names (paths, identifiers, numbers) are kept as an index, within
+`excerpt_index_chars`: what the output mentioned stays findable, at a fraction of its size. With
+`supersede_reads`, the output of a read that a later call repeats exactly (the same tool and the
+same arguments: the same file, the same range) is replaced by a pointer to that later read, which
+shows the file as it is now. Both choices read only the snapshot, and the numbers they choose are
+frozen in the directive, so the view renders the same forever.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Sequence
+from typing import Final
+
+from planner.config import CompactConfig
+from planner.facts import facts, used_facts
+from transcript.model import EXCERPT, SUPERSEDE, DirectiveEntry, Entry, ToolCall, TranscriptSnapshot
+
+# Tools that read a file without changing it, by lowercased name (and str_replace_editor's `view`).
+READ_TOOLS: Final = frozenset({"read", "view", "open_file", "read_file", "readfile"})
+# What an excerpt or a pointer adds besides the kept text, for the estimate only.
+_MARKER_CHARS: Final = 80
+# The renderer shows at most this much of each kept line (projection.render.EXCERPT_LINE_CHARS).
+_LINE_CHARS: Final = 240
+
+
+def read_key(call: ToolCall) -> tuple[str, str] | None:
+    """What identifies a read: its tool and its arguments, canonically (None for a call that is no
+    read)."""
+    name = call.name.casefold()
+    arguments = call.input if isinstance(call.input, dict) else None
+    if name == "str_replace_editor":
+        if arguments is None or arguments.get("command") != "view":
+            return None
+    elif name not in READ_TOOLS:
+        return None
+    body = json.dumps(arguments, sort_keys=True) if arguments is not None else call.arguments
+    return name, body
+
+
+def read_path(call: ToolCall) -> str:
+    """The path a read names ("" when it names none)."""
+    if isinstance(call.input, dict):
+        for key in ("file_path", "path", "absolute_path", "filename"):
+            value = call.input.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return ""
+
+
+class StaleContext:
+    """What policy 3 reads beyond an output itself, for the outputs of one plan: the facts the agent
+    used after each of them, and the reads a later call repeats. Built from the snapshot's entries
+    from `start` on (the plan's window and what follows it)."""
+
+    def __init__(self, snapshot: TranscriptSnapshot, start: int) -> None:
+        uses: list[tuple[int, frozenset[str]]] = []
+        self._latest_read: dict[tuple[str, str], int] = {}
+        for entry in snapshot.entries[start:]:
+            message = entry.message
+            if message.role != "assistant" or entry.flags.excluded:
+                continue
+            uses.append((entry.seq, frozenset(used_facts(message))))
+            for call in message.tool_calls:
+                key = read_key(call)
+                if key is not None:
+                    self._latest_read[key] = entry.seq
+        self._seqs = [seq for seq, _ in uses]
+        self._after: list[frozenset[str]] = [frozenset()] * (len(uses) + 1)
+        for index in range(len(uses) - 1, -1, -1):
+            self._after[index] = self._after[index + 1] | uses[index][1]
+
+    def used_after(self, seq: int) -> frozenset[str]:
+        """The facts the agent used in assistant messages after `seq`."""
+        return self._after[bisect.bisect_right(self._seqs, seq)]
+
+    def superseded(self, call: ToolCall | None, step_seq: int) -> str:
+        """The pointer for a read that a later call repeats ("" when none does, or it is no read)."""
+        if call is None:
+            return ""
+        key = read_key(call)
+        if key is None or self._latest_read.get(key, -1) <= step_seq:
+            return ""
+        path = read_path(call)
+        what = f"{path} was" if path else "the same was"
+        return f"superseded: {what} read again later with the same arguments; that read shows it now"
+
+
+def kept_lines(text: str, used: frozenset[str], config: CompactConfig) -> tuple[tuple[int, ...], str]:
+    """What an excerpt keeps of `text` besides its head and tail: the lines holding facts in `used`,
+    the ones naming most of them first (then the earliest), at most `excerpt_lines`; and an index of
+    the other facts the omitted part names — those the agent used first, then the most frequent —
+    in at most `excerpt_index_chars`."""
+    head, tail = config.excerpt_head_chars, len(text) - config.excerpt_tail_chars
+    scored: list[tuple[int, int]] = []
+    omitted: list[set[str]] = []
+    offset = 0
+    for index, line in enumerate(text.split("\n")):
+        start, offset = offset, offset + len(line) + 1
+        if start + len(line) <= head or start >= tail or not line.strip():
+            continue
+        found = facts(line)
+        score = len(found & used)
+        if score and config.excerpt_lines > 0:
+            scored.append((-score, index))
+        omitted.append(found)
+    chosen = sorted(scored)[: config.excerpt_lines]
+    lines = tuple(sorted(index for _, index in chosen))
+    return lines, _index(omitted, lines, text, used, config.excerpt_index_chars)
+
+
+def _index(
+    omitted: list[set[str]], lines: tuple[int, ...], text: str, used: frozenset[str], room: int
+) -> str:
+    """The facts of the omitted lines not in the kept ones, as "a, b, c", within `room` characters."""
+    if room <= 0:
+        return ""
+    split = text.split("\n")
+    kept = set().union(*(facts(split[i]) for i in lines)) if lines else set()
+    counts: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for position, found in enumerate(omitted):
+        for fact in found - kept:
+            counts[fact] = counts.get(fact, 0) + 1
+            first.setdefault(fact, position)
+    ranked = sorted(counts, key=lambda f: (f not in used, -counts[f], first[f]))
+    chosen: list[str] = []
+    size = 0
+    for fact in ranked:
+        if size + len(fact) + 2 > room:
+            break
+        chosen.append(fact)
+        size += len(fact) + 2
+    return ", ".join(chosen)
+
+
+def excerpt(
+    entry: Entry,
+    index: int,
+    item_index: int | None,
+    text: str,
+    tokens: int,
+    config: CompactConfig,
+    used: frozenset[str],
+) -> tuple[DirectiveEntry, int]:
+    """An excerpt of one stale text (see the module docstring), with its estimated saving."""
+    lines, index_text = kept_lines(text, used, config)
+    split = text.split("\n")
+    kept = config.excerpt_head_chars + config.excerpt_tail_chars + _MARKER_CHARS + len(index_text)
+    kept += sum(min(len(split[i]), _LINE_CHARS) + 1 for i in lines)
+    rendered = min(tokens, tokens * kept // max(len(text), 1))
+    proposed = DirectiveEntry(
+        message_id=entry.message.id,
+        target="part",
+        action=EXCERPT,
+        part_index=index,
+        item_index=item_index,
+        keep_head=config.excerpt_head_chars,
+        keep_tail=config.excerpt_tail_chars,
+        original_chars=len(text),
+        original_tokens=tokens,
+        rendered_tokens=rendered,
+        lines=lines,
+        note=index_text,
+    )
+    return proposed, tokens - rendered
+
+
+def supersede(entry: Entry, index: int, text: str, tokens: int, note: str) -> tuple[DirectiveEntry, int]:
+    """A pointer instead of a read's output that a later read repeats, with its estimated saving."""
+    rendered = min(tokens, tokens * (len(note) + 2) // max(len(text), 1) + 1)
+    proposed = DirectiveEntry(
+        message_id=entry.message.id,
+        target="part",
+        action=SUPERSEDE,
+        part_index=index,
+        original_chars=len(text),
+        original_tokens=tokens,
+        rendered_tokens=rendered,
+        note=note,
+    )
+    return proposed, tokens - rendered
+
+
+def window_start(window: Sequence[Entry], fallback: int) -> int:
+    """The first `seq` of a plan's window."""
+    return window[0].seq if window else fallback
