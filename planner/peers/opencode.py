@@ -14,6 +14,10 @@ When the view still overflows the budget, the session is summarized: everything 
 `preserve_recent` tail (0: the whole history, as opencode's summary did before it kept a recent
 tail; its newest release keeps 25% of the usable context). Its summarizer prompt serializes the
 conversation with tool outputs truncated at 2,000 characters, as this library's request does.
+
+`keep_newest` is no opencode setting: it keeps the newest step out of the summary (what the model
+has not seen yet stays whole, as this library's policies keep it), to compare the policies under
+that one rule.
 """
 
 from __future__ import annotations
