@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from planner import CompactConfig  # noqa: E402
 from planner.economics import CachePricing  # noqa: E402
-from planner.peers import PEERS  # noqa: E402
+from planner.peers import PEERS, Peer  # noqa: E402
 from transcript import Store  # noqa: E402
 from transcript.formats import ParsedSession, detect_format, parse  # noqa: E402
 from transcript.session.simulate import Economy, Simulation, economy, simulate  # noqa: E402
@@ -119,8 +119,22 @@ def replay(
         config=config,
         record=False,
         compact=policy != "none",
-        peer=PEERS.get(policy),
+        peer=peer_of(policy),
     )
+
+
+def peer_of(policy: str) -> Peer | None:
+    """The peer a policy names, with any settings it gives (`opencode:keep_newest=true`); None for
+    this library's policies."""
+    name, _, spec = policy.partition(":")
+    peer = PEERS.get(name)
+    if peer is None or not spec:
+        return peer
+    settings = {}
+    for item in spec.split(","):
+        key, _, value = item.partition("=")
+        settings[key] = msgspec.json.decode(value)
+    return msgspec.structs.replace(peer, **settings)  # type: ignore[type-var]
 
 
 def config_of(policy: str, settings: Mapping[str, Any]) -> CompactConfig:
@@ -393,7 +407,13 @@ def main() -> None:
     parser.add_argument("--overhead", type=int, default=DEFAULT_OVERHEAD, help="Host overhead without usage.")
     parser.add_argument("--pricing", choices=["anthropic", "openai", "none"], default="anthropic")
     parser.add_argument("--tokenizer", default="cl100k_base")
-    parser.add_argument("--policy", choices=POLICIES, nargs="+", default=["shipped", *PEERS])
+    parser.add_argument(
+        "--policy",
+        nargs="+",
+        default=["shipped", *PEERS],
+        metavar="POLICY",
+        help=f"Of {', '.join(POLICIES)}; a peer may take settings: opencode:keep_newest=true.",
+    )
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--sessions", action="store_true", help="Also print one row per session.")
     parser.add_argument("--jobs", type=int, default=None, help="Worker processes (default: CPUs).")
@@ -401,6 +421,9 @@ def main() -> None:
         "--corpus", type=Path, default=CORPUS, help="A directory of session files (default: fixtures/corpus)."
     )
     args = parser.parse_args()
+    for name in args.policy:
+        if name.partition(":")[0] not in POLICIES:
+            parser.error(f"unknown policy {name!r} (expected one of {', '.join(POLICIES)})")
     settings: dict[str, Any] = {}
     for item in args.settings:
         key, _, value = item.partition("=")
@@ -433,8 +456,8 @@ def main() -> None:
     if settings:
         print(f"shipped policy settings: {settings}")
     for name in args.policy:
-        if name in PEERS:
-            print(f"  {name}: {PEERS[name].source}")
+        if name.partition(":")[0] in PEERS:
+            print(f"  {name}: {PEERS[name.partition(':')[0]].source}")
     found = rows(outcomes)
     print()
     print("\n".join(table(found)))

@@ -54,7 +54,9 @@ def shared_prefix(before: View, now: View) -> int:
 
 
 def test_twenty_turns_keep_the_middle_breakpoint_on_the_unchanged_prefix() -> None:
-    config = CompactConfig(micro_compact_stale_steps=2, micro_field_threshold_chars=400)
+    # The priced policy's micro rounds (policy 3 would reach a full round here: a shared prefix of the
+    # system prompt alone, which this test does not place a middle breakpoint for).
+    config = CompactConfig.priced(micro_compact_stale_steps=2, micro_field_threshold_chars=400)
     t = Store.open(":memory:").session("s", config=config)
     t.append(Message.system(SYSTEM))
     t.append(Message.user("read every module, then fix the failing test"))

@@ -35,8 +35,9 @@ path, kill_after, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 def model(request):
     return '{"goal": "goal", "done": ["ran the steps"], "next_steps": ["carry on"]}'
 
-t = Transcript.open(path, session_id="s", tokenizer="chars/4")
-# Under a third of the view, shortening results alone cannot defend the budget: a full step follows.
+# The priced policy (policy 2's head and tail): under a third of the view, shortening results alone
+# cannot defend the budget, so a full step follows (policy 3's excerpts would defend it alone).
+t = Transcript.open(path, session_id="s", tokenizer="chars/4", config=CompactConfig.priced())
 budget = t.visible_messages().tokens // (2 if kind == "micro" else 3)
 statements = []
 
@@ -47,7 +48,7 @@ def trace(sql):
 
 t.events.recorder.connection.set_trace_callback(trace)
 if kind == "micro":
-    result = t.compact(budget_tokens=budget, config=CompactConfig(full_compact_enabled=False))
+    result = t.compact(budget_tokens=budget, config=CompactConfig.priced(full_compact_enabled=False))
 else:
     result = t.compact(budget_tokens=budget, summarizer=model)
 t.events.recorder.connection.set_trace_callback(None)
