@@ -227,7 +227,10 @@ def test_an_append_during_summarization_does_not_throw_the_summary_away(tmp_path
             other.append(Message.user("meanwhile, another writer", id="meanwhile"))
         return f'{{"goal": "{GOAL}"}}'
 
-    with Transcript.open(path, session_id="s", tokenizer="chars/4", summarizer=racing) as t:
+    # The priced policy's full round (policy 3's excerpts would defend this budget without a summary).
+    with Transcript.open(
+        path, session_id="s", tokenizer="chars/4", summarizer=racing, config=CompactConfig.priced()
+    ) as t:
         result = t.compact(budget_tokens=_over(t, 2.0))
         assert result.outcome == "full_applied" and not result.fallback_used
         stored = [m.id for m in t.stored_messages()]
