@@ -626,7 +626,9 @@ class Transcript:
 
             with self._lock:
                 budget = self._view_budget(budget_tokens, window_tokens, overhead_tokens, calibrated)
-                options = self._options(budget, config, manual, force, shadow, summarizer, summary, reason, focus)
+                options = self._options(
+                    budget, config, manual, force, shadow, summarizer, summary, reason, focus
+                )
                 return options, self._round_input(options)
 
         # Nothing of the round touches the store on the event loop: reading, planning, committing and
