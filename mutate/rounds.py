@@ -28,7 +28,7 @@ from mutate.full import full_events
 from mutate.micro import marked, micro_marks, repair_marks, shown_message, view_delta, view_token_count
 from mutate.summarizing import Attempts, Steps, adrive, attempts, drive
 from planner.config import CompactConfig
-from planner.cut import emergency_floor, floor_tokens, irreducible_tokens
+from planner.cut import emergency_floor, floor_tokens, irreducible_tokens, newest_step_start
 from planner.economics import RoundEconomics
 from planner.full import (
     ERROR_CHARS,
@@ -191,9 +191,7 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
     defend = force or given.view_tokens >= config.auto_compact_threshold * budget_tokens
     system = given.system_tokens
     hopeless = (
-        defend
-        and config.emergency_path
-        and irreducible_tokens(snapshot, config, system_tokens=system) > budget_tokens
+        defend and config.emergency_path and _floor_left(snapshot, config, plan, system) > budget_tokens
     )
     # A round the user asked for is not gated: they decided it is worth its cache break.
     gated = config.payback_gate and not manual and not force
@@ -374,7 +372,7 @@ def _cheapest_defence(
     floor = emergency_floor(snapshot, config, room, system_tokens=given.system_tokens)
     extra = plan_emergency(snapshot, config, need=given.view_tokens, before=floor, after=plan.scanned_to)
     wider = plan.extended(extra)
-    newest = irreducible_tokens(snapshot, config, system_tokens=given.system_tokens)
+    newest = _floor_left(snapshot, config, plan, given.system_tokens)
     goal = max(math.floor(config.micro_compact_threshold * budget), newest + config.summary_allowance(budget))
     return choose_micro(
         snapshot,
@@ -385,6 +383,17 @@ def _cheapest_defence(
         stored_tokens=given.stored_tokens,
         need=given.view_tokens - min(goal, budget) + 1,
     )
+
+
+def _floor_left(snapshot: TranscriptSnapshot, config: CompactConfig, plan: MicroPlan, system: int) -> int:
+    """What no round can take from the view (`planner.cut.irreducible_tokens`), less what the plan
+    frees in the newest step: its oversize outputs (`planner.micro.oversize_entries`)."""
+    floor = irreducible_tokens(snapshot, config, system_tokens=system)
+    if not config.emergency_path:
+        return floor
+    start = newest_step_start(snapshot)
+    freed = max((saved for seq, saved in plan.savings_from() if seq >= start), default=0)
+    return floor - freed
 
 
 def _reaches_kept_steps(given: RoundInput, config: CompactConfig, plan: MicroPlan) -> bool:

@@ -63,7 +63,9 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     `micro_protect_fraction` above 0, only the newest outputs that fit that share of the budget are
     kept from micro compaction (never fewer than the newest step's), besides the last
     `micro_keep_steps` steps (None: `micro_compact_stale_steps`, which full compaction keeps): an
-    output older than both is stale.
+    output older than both is stale. Under policy 3, an output of the recent steps (the newest one
+    included) that alone takes more than `micro_oversize_fraction` of the budget is excerpted by the
+    first round that runs after it arrives, as a host caps a tool's output (0: kept whole).
     `CompactConfig.priced()` is the priced policy before policy 3, `CompactConfig.previous()` the
     policy before the priced one.
 
@@ -73,7 +75,7 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     `full_compact_enabled=False` writes no summary.
     """
 
-    micro_compact_threshold: float = 0.75
+    micro_compact_threshold: float = 0.4
     auto_compact_threshold: float = 0.95
     micro_compact_stale_steps: int = 3
     micro_stale_unit: Literal["step", "turn"] = "step"
@@ -96,7 +98,7 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     summary_output_multiplier: float = 5.0
     payback_gate: bool = True
     hysteresis: bool = True
-    full_compact_target: float = 0.3
+    full_compact_target: float = 0.2
     emergency_path: bool = True
     micro_observations: bool = True
     checkpoint_list_cap: int = LIST_CAP
@@ -108,6 +110,7 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     excerpt_lines: int = 6
     excerpt_index_chars: int = 500
     supersede_reads: bool = True
+    micro_oversize_fraction: float = 0.05
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -116,6 +119,7 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
             "auto_compact_threshold",
             "full_compact_target",
             "micro_protect_fraction",
+            "micro_oversize_fraction",
         ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -180,6 +184,9 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
                 "micro_keep_steps": None,
                 "stale_outputs": "truncate",
                 "supersede_reads": False,
+                "micro_oversize_fraction": 0.0,
+                "micro_compact_threshold": 0.75,
+                "full_compact_target": 0.3,
                 **settings,
             }
         )
@@ -188,13 +195,17 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     def priced(cls, **settings: Any) -> CompactConfig:
         """The priced policy as it shipped before projection policy 3: stale outputs shortened to head
         and tail (policies 1 and 2), the last `micro_compact_stale_steps` steps kept whole by micro,
-        no pointer to newer reads (`settings` override any field)."""
+        fresh outputs whole, no pointer to newer reads, micro rounds from 75% of the budget and full
+        rounds aiming at 30% (`settings` override any field)."""
         return cls(
             **{
                 "micro_keep_steps": None,
                 "micro_protect_fraction": 0.0,
                 "stale_outputs": "truncate",
                 "supersede_reads": False,
+                "micro_oversize_fraction": 0.0,
+                "micro_compact_threshold": 0.75,
+                "full_compact_target": 0.3,
                 **settings,
             }
         )
@@ -271,4 +282,5 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
             self.excerpt_lines,
             self.excerpt_index_chars,
             self.supersede_reads,
+            self.micro_oversize_fraction,
         )

@@ -25,7 +25,7 @@ import msgspec
 
 from planner.config import CompactConfig
 from planner.observations import is_observation
-from planner.stale import StaleContext, excerpt, supersede, window_start
+from planner.stale import StaleContext, excerpt, shortening, supersede, window_start
 from transcript.model import (
     PLACEHOLDER,
     TRUNCATE,
@@ -188,13 +188,37 @@ def plan_micro(
     outputs beyond the protected share of the budget are stale too (`micro_boundary`)."""
     boundary = micro_boundary(snapshot, config, budget_tokens)
     start = since if skip_existing_truncated else 0
-    return _scan(
+    plan = _scan(
         snapshot,
         config,
         snapshot.entries[start:boundary],
         skip_truncated=skip_existing_truncated,
         scanned_to=max(boundary, start),
     )
+    oversize = oversize_entries(snapshot, config, budget_tokens, max(boundary, start))
+    if not oversize:
+        return plan
+    # The cursor stays where the stale scan left it: an oversize output is marked once, then skipped.
+    return plan.extended(_scan(snapshot, config, oversize, skip_truncated=True, scanned_to=plan.scanned_to))
+
+
+def oversize_entries(
+    snapshot: TranscriptSnapshot, config: CompactConfig, budget_tokens: int | None, start: int
+) -> list[Entry]:
+    """The outputs from `start` on (the recent steps, the newest among them) that alone take more than
+    `micro_oversize_fraction` of the budget: under policy 3 they are excerpted as soon as they arrive,
+    as a host caps a tool's output, rather than kept whole (none without a budget or that setting)."""
+    if budget_tokens is None or config.micro_oversize_fraction <= 0 or config.stale_outputs != "excerpt":
+        return []
+    limit = config.micro_oversize_fraction * budget_tokens
+    return [
+        entry
+        for entry in snapshot.entries[start:]
+        if entry.message.role in ("tool", "user")
+        and not entry.flags.truncated
+        and not entry.flags.excluded
+        and view_tokens(entry) > limit
+    ]
 
 
 def plan_emergency(
@@ -425,21 +449,10 @@ def _part_entries(
 def _truncation(
     entry: Entry, index: int, item_index: int | None, chars: int, tokens: int, config: CompactConfig
 ) -> tuple[DirectiveEntry, int]:
-    kept = config.micro_field_keep_head_chars + config.micro_field_keep_tail_chars + _MARKER_ALLOWANCE
-    rendered = min(tokens, tokens * kept // max(chars, 1))
-    proposed = DirectiveEntry(
-        message_id=entry.message.id,
-        target="part",
-        action=TRUNCATE,
-        part_index=index,
-        item_index=item_index,
-        keep_head=config.micro_field_keep_head_chars,
-        keep_tail=config.micro_field_keep_tail_chars,
-        original_chars=chars,
-        original_tokens=tokens,
-        rendered_tokens=rendered,
+    head, tail = config.micro_field_keep_head_chars, config.micro_field_keep_tail_chars
+    return shortening(
+        entry, index, item_index, TRUNCATE, (head, tail), chars, tokens, head + tail + _MARKER_ALLOWANCE
     )
-    return proposed, tokens - rendered
 
 
 def _tool_name(snapshot: TranscriptSnapshot, entry: Entry, result: ToolResult) -> str | None:

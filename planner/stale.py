@@ -155,20 +155,40 @@ def excerpt(
     split = text.split("\n")
     kept = config.excerpt_head_chars + config.excerpt_tail_chars + _MARKER_CHARS + len(index_text)
     kept += sum(min(len(split[i]), _LINE_CHARS) + 1 for i in lines)
-    rendered = min(tokens, tokens * kept // max(len(text), 1))
+    head, tail = config.excerpt_head_chars, config.excerpt_tail_chars
+    return shortening(
+        entry, index, item_index, EXCERPT, (head, tail), len(text), tokens, kept, lines, index_text
+    )
+
+
+def shortening(
+    entry: Entry,
+    index: int,
+    item_index: int | None,
+    action: str,
+    head_tail: tuple[int, int],
+    chars: int,
+    tokens: int,
+    kept: int,
+    lines: tuple[int, ...] = (),
+    note: str = "",
+) -> tuple[DirectiveEntry, int]:
+    """The directive entry keeping `head_tail` (and `lines`, `note`) of a text of `chars` characters
+    and `tokens` tokens, with its estimated saving (`kept` characters of it are shown)."""
+    rendered = min(tokens, tokens * kept // max(chars, 1))
     proposed = DirectiveEntry(
         message_id=entry.message.id,
         target="part",
-        action=EXCERPT,
+        action=action,
         part_index=index,
         item_index=item_index,
-        keep_head=config.excerpt_head_chars,
-        keep_tail=config.excerpt_tail_chars,
-        original_chars=len(text),
+        keep_head=head_tail[0],
+        keep_tail=head_tail[1],
+        original_chars=chars,
         original_tokens=tokens,
         rendered_tokens=rendered,
         lines=lines,
-        note=index_text,
+        note=note,
     )
     return proposed, tokens - rendered
 

@@ -17,6 +17,7 @@ from transcript.model import (
     MessageFlags,
     MessageMarked,
     MessagesExcluded,
+    ToolResult,
     apply_mark,
 )
 from transcript.store.log import EventLog
@@ -145,3 +146,12 @@ def run_loop(module: str, db: Path, log: Path, mode: str) -> subprocess.Complete
         text=True,
         timeout=300,
     )
+
+
+def shown_result(t: Transcript, call_id: str) -> str:
+    """The text the view shows for the result of tool call `call_id`."""
+    for message in t.visible_messages().messages:
+        for part in message.parts:
+            if isinstance(part, ToolResult) and part.call_id == call_id:
+                return part.text
+    raise AssertionError(f"no result of {call_id!r} in the view")

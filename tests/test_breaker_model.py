@@ -12,7 +12,9 @@ from planner.summary import SummaryRequest
 from transcript import Message, Store, ToolCall, Transcript
 from transcript.model.result import CompactResult
 
-CONFIG = CompactConfig(max_consecutive_failures=3, breaker_cooldown_rounds=4)
+# Fresh outputs kept whole (no oversize excerpts): every large step then needs a full round, so the
+# model is asked often enough to reach the cool-down.
+CONFIG = CompactConfig(max_consecutive_failures=3, breaker_cooldown_rounds=4, micro_oversize_fraction=0.0)
 
 
 class Down:

@@ -1,10 +1,10 @@
 """The economy benchmark at 40% of each corpus session's final view (benchmarks/bench_economy.py, run
-here in two worker processes): the shipped policy against the peers of planner.peers, on the
-corpus. What this asserts is what holds: the shipped policy holds the budget (calls over it only
-where the newest step alone exceeds it), keeps more of the facts the agent uses later than every peer
-that holds the budget, and at least 75% of them, and costs less than never compacting, than the
-previous policy, and than the peers that do not hold the budget. The README says where it does not
-lead: opencode and Claude Code's style cost less, by summarizing outputs the model has not yet seen."""
+here in two worker processes): the shipped policy against the peers of planner.peers, on the corpus.
+It holds the budget (calls over it only where the newest step alone, its oversize outputs excerpted,
+exceeds it), costs less than every peer that holds the budget too and keeps more of the facts the
+agent uses later than every one of them (at least 75%); it costs at most 0.70 of never compacting
+over all sessions and 0.80 over the sub-agent set, less than the previous policy and than the peers
+that do not hold the budget."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import bench_economy  # the benchmark is a script, found on the path set just ab
 from planner.peers import PEERS
 
 
-def test_the_shipped_policy_keeps_more_than_every_peer_at_40_percent() -> None:
+def test_the_shipped_policy_costs_less_and_keeps_more_than_every_peer_at_40_percent() -> None:
     budget = bench_economy.Budget(fraction=0.4)
     outcomes = bench_economy.run([budget], ["shipped", "previous", *PEERS], workers=2)
     rows = {row.policy: row for row in bench_economy.rows(outcomes)}
@@ -26,10 +26,11 @@ def test_the_shipped_policy_keeps_more_than_every_peer_at_40_percent() -> None:
     assert shipped.fitting == 0 and shipped.futile == 0  # over budget only where nothing could fit
     holding = [row for name, row in rows.items() if name in PEERS and row.over <= shipped.over]
     assert {row.policy for row in holding} >= {"claude-code", "opencode", "opencode-turns"}
-    assert all(shipped.retention > row.retention for row in holding)
+    assert all(shipped.cost < row.cost and shipped.retention > row.retention for row in holding)
     assert shipped.retention >= 0.75
-    assert shipped.cost < 1.0 and shipped.cost < rows["previous"].cost
+    assert shipped.cost <= 0.70 and shipped.sub is not None and shipped.sub <= 0.80
+    assert shipped.cost < rows["previous"].cost
     not_holding = [row for name, row in rows.items() if name in PEERS and row.over > shipped.over]
     assert not_holding and all(shipped.cost < row.cost for row in not_holding)
     (order,) = bench_economy.order(list(rows.values()))
-    assert order.keeps_more and order.holding == tuple(row.policy for row in holding)
+    assert order.cheaper and order.keeps_more and order.holding == tuple(row.policy for row in holding)

@@ -45,8 +45,14 @@ def _results(t: Transcript) -> list[str]:
 
 
 def test_defaults_match_the_spec() -> None:
+    # SPEC §6's thresholds are the priced policy's; the economy policy (the default, issue 21) lets
+    # payback-gated micro rounds start at 40% of the budget and full rounds aim lower.
+    priced = CompactConfig.priced()
+    assert (priced.micro_compact_threshold, priced.auto_compact_threshold) == (0.75, 0.95)
+    assert priced.full_compact_target == 0.3 and priced.micro_oversize_fraction == 0
     config = CompactConfig()
-    assert (config.micro_compact_threshold, config.auto_compact_threshold) == (0.75, 0.95)
+    assert (config.micro_compact_threshold, config.auto_compact_threshold) == (0.4, 0.95)
+    assert config.full_compact_target == 0.2 and config.micro_oversize_fraction == 0.05
     assert config.micro_compact_stale_steps == 3 and config.micro_stale_unit == "step"
     assert (
         config.micro_field_threshold_chars,
@@ -159,7 +165,9 @@ def test_rounds_only_look_at_what_earlier_rounds_did_not_touch(session: Transcri
     for n in range(6):
         _step(session, n, "x" * 900)
     cursor = plan_micro(session.messages(), config).scanned_to  # where the round below stops looking
-    first = session.compact(budget_tokens=1, config=MICRO_ONLY, manual=True)
+    first = session.compact(
+        budget_tokens=1, config=CompactConfig.priced(full_compact_enabled=False), manual=True
+    )
     truncated = set(first.compacted_ids)
     assert truncated
     for n in range(6, 9):

@@ -21,8 +21,9 @@ from projection.render import (
     superseded_text,
     truncate_text,
 )
+from tests.helpers import shown_result
 from transcript import Message, Store, ToolCall, Transcript
-from transcript.model import EXCERPT, SUPERSEDE, TRUNCATE, DirectiveEntry, ProjectionDirective, ToolResult
+from transcript.model import EXCERPT, SUPERSEDE, TRUNCATE, DirectiveEntry, ProjectionDirective
 
 LISTING = "\n".join(f"src/pkg/module_{i}.py: def helper_{i}(value): return value + {i}" for i in range(60))
 
@@ -111,20 +112,12 @@ def _session(path: Path | str = ":memory:") -> Transcript:
     return t
 
 
-def _shown(t: Transcript, call_id: str) -> str:
-    for message in t.visible_messages().messages:
-        for part in message.parts:
-            if isinstance(part, ToolResult) and part.call_id == call_id:
-                return part.text
-    raise AssertionError(call_id)
-
-
 def test_a_read_repeated_later_shows_a_pointer_and_a_stale_output_an_excerpt(tmp_path: Path) -> None:
     t = _session(tmp_path / "p3.db")
     result = t.compact(budget_tokens=2_500, manual=True)
     assert result.outcome == "micro_applied"
-    assert _shown(t, "r0").startswith("[superseded: src/pkg/module_7.py was read again later")
-    excerpted = _shown(t, "r2")
+    assert shown_result(t, "r0").startswith("[superseded: src/pkg/module_7.py was read again later")
+    excerpted = shown_result(t, "r2")
     assert excerpted.startswith("other file 2") and "chars omitted" in excerpted
     versions = {
         e.flags.projection.policy_version for e in t.messages().entries if e.flags.projection is not None
@@ -150,7 +143,7 @@ def test_an_excerpt_keeps_the_lines_naming_what_the_agent_used_since() -> None:
     for n in range(1, 6):
         _reads(first, f"src/x{n}.py", n, f"x{n}\n" * 300)
     first.compact(budget_tokens=1_800, manual=True)
-    shown = _shown(first, "r0")
+    shown = shown_result(first, "r0")
     assert "chars omitted" in shown and "def helper_42(value)" in shown  # the line the agent used
     assert "def helper_13(value)" not in shown
 
