@@ -60,9 +60,9 @@ def _session(steps: int = 30) -> Transcript:
 def test_the_overhead_comes_off_the_limit() -> None:
     t = _session()
     view = t.visible_messages().tokens
-    limit = 2 * view
+    limit = 3 * view
     plain = t.compact(budget_tokens=limit, shadow=True)
-    assert plain.outcome == "skipped"  # the view alone fits well
+    assert plain.outcome == "skipped"  # the view alone fits well (a third: under the micro threshold)
     with_tools = t.compact(budget_tokens=limit, overhead_tokens=view, shadow=True)
     assert with_tools.budget_tokens == limit - view and with_tools.outcome == "shadowed"
     same = t.compact(window_tokens=limit, overhead_tokens=view, shadow=True)
