@@ -163,3 +163,11 @@ def test_any_content_gives_a_known_format_or_format_error(data: bytes) -> None:
         path.write_bytes(data)
         with contextlib.suppress(FormatError):
             assert detect(path) in IMPORTERS
+
+
+@pytest.mark.parametrize("kind", [{"a": 1}, ["user"], 7, None])
+def test_a_record_whose_type_is_no_string_is_no_format_it_names(tmp_path: Path, kind: Any) -> None:
+    path = tmp_path / "mangled.jsonl"
+    path.write_text(json.dumps({"type": kind, "uuid": "u", "sessionId": "s", "message": {}}) + "\n")
+    with pytest.raises(FormatError):
+        detect_format(path)

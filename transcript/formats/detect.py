@@ -137,9 +137,11 @@ def _line_format(record: Any) -> str | None:
     """The format of a JSON-lines file whose records look like this one, if it is telling."""
     if not isinstance(record, dict):
         return None
-    if record.get("type") in _CLAUDE_TYPES and any(key in record for key in _CLAUDE_KEYS):
+    kind = record.get("type")
+    kind = kind if isinstance(kind, str) else None  # a mangled record's "type" may be any value
+    if kind in _CLAUDE_TYPES and any(key in record for key in _CLAUDE_KEYS):
         return "claude-code"
-    if record.get("type") in _CODEX_TYPES and isinstance(record.get("payload"), dict):
+    if kind in _CODEX_TYPES and isinstance(record.get("payload"), dict):
         return "codex"
     if "history" in record and any(key in record for key in ("instance_id", "issue", "instruction")):
         return "openhands"
