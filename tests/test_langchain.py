@@ -93,11 +93,13 @@ def test_the_model_is_sent_the_compacted_view_and_the_state_keeps_everything(
             messages = agent.invoke({"messages": [*messages, HumanMessage(f"task {turn}")]})["messages"]
         sent = [json.loads(line) for line in log.read_text().splitlines()]
         assert len(sent) == 16
-        assert [r.outcome for r in transcript.compact_results()] == ["micro_applied"]
+        outcomes = [r.outcome for r in transcript.compact_results()]
+        assert outcomes and set(outcomes) == {"micro_applied"}  # micro rounds only, no summary
         state_chars = len(json.dumps(messages_to_dict(messages)))
         # the last input is the view, not the state: results were shortened, the state still has them
         results = [len(m["content"]) for m in sent[-1] if m["role"] == "tool"]
-        assert min(results) < max(results) / 4
+        kept = [len(str(m.content)) for m in messages if isinstance(m, ToolMessage)]
+        assert min(results) < max(kept) / 4
         assert len(json.dumps(sent[-1])) < state_chars * 0.6
         assert sent[-1][0] == {"role": "system", "content": "You are a careful coding agent."}
         view = to_langchain(transcript.visible_messages(), transcript)

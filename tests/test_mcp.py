@@ -47,8 +47,8 @@ def _calls(db: Path) -> dict[str, tuple[dict[str, Any], list[str]]]:
         "sessions": ({}, ["sessions"]),
         "search": ({"phrase": "TimeDelta", "limit": 5}, ["search", "TimeDelta", "--limit", "5"]),
         "timeline": ({"session": SESSION}, ["replay", "--session", SESSION]),
-        "view": ({"point": "17", "session": SESSION}, ["replay", "--session", SESSION, "--at", "17"]),
-        "diff": ({"before": "9", "after": "17"}, ["replay", "--diff", "9", "17"]),
+        "view": ({"point": "38", "session": SESSION}, ["replay", "--session", SESSION, "--at", "38"]),
+        "diff": ({"before": "9", "after": "38"}, ["replay", "--diff", "9", "38"]),
         "checkpoint": ({}, ["checkpoint"]),
         "verify": ({"session": SESSION}, ["replay", "--verify", "--session", SESSION]),
     }
@@ -80,7 +80,7 @@ def test_every_tool_answers_what_the_command_line_prints(store: Path) -> None:
         assert answers[name] == _cli(store, *command), name
     assert answers["verify"]["verified"] > 0 and answers["verify"]["drifts"] == []
     assert answers["checkpoint"]["goal"].startswith("We're currently solving")
-    assert answers["diff"]["removed"]  # the full round at point 16 took messages out of the view
+    assert answers["diff"]["removed"]  # the full round at point 37 took messages out of the view
     assert hashlib.sha256(store.read_bytes()).hexdigest() == digest  # read-only: the file is unchanged
 
 
