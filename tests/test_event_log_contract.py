@@ -27,12 +27,12 @@ from tests.helpers import mutator_write, planted
 from transcript import ConflictError, DuplicateMessage, Message, StoreCorrupted, WriteRefused
 from transcript.model.errors import InvalidArgument
 from transcript.model.events import EVENT_ENCODER, Event, MessageAppended, MessageMarked, TitleSet
-from transcript.model.hashing import GENESIS, event_hash, record_digest
+from transcript.model.hashing import GENESIS, event_hash, record_digest, snapshot_digest
 from transcript.store.backends import open_backend
 from transcript.store.bodies import prepare
 from transcript.store.log import EventLog
 from transcript.store.port import NewBody, SessionWrite, UnreadableEvent
-from transcript.store.recorder import BodyRow
+from transcript.store.recorder import BodyRow, RecorderWrite, SnapshotRow
 from transcript.store.verify import check
 from transcript.store.writer import FlagWriter, writer_for
 from transcript.tokens import get_counter
@@ -218,6 +218,35 @@ class EventLogContract(OnBackend):
         tamper_body(log, "u2", None)
         with pytest.raises(StoreCorrupted, match=r"version 2\).*'u2'"):
             log.load("s")
+
+    def test_a_snapshot_folds_to_its_writes_last_event_and_moves_no_version(self, log: EventLog) -> None:
+        append(log, "s", Message.user("one", id="u1"))
+        (done,) = log.commit([SessionWrite("s", 1, [TitleSet(title="named")], {}, snapshot=b'{"state":1}')])
+        assert done.version == 2 and log.snapshot("s") == (2, log.head("s")[1], b'{"state":1}')
+        (alone,) = log.commit([SessionWrite("s", 2, [], {}, snapshot=b'{"state":2}')])
+        assert alone.version == 2 and log.head("s")[0] == 2
+        assert log.snapshot("s") == (2, log.head("s")[1], b'{"state":2}')
+
+    def test_a_snapshot_at_a_stale_version_is_a_conflict_and_is_not_stored(self, log: EventLog) -> None:
+        append(log, "s", Message.user("one", id="u1"))
+        append(log, "s", Message.user("two", id="u2"))
+        with pytest.raises(ConflictError):
+            log.commit([SessionWrite("s", 1, [], {}, snapshot=b"{}")])
+        assert log.snapshot("s") is None
+
+    def test_a_snapshot_that_does_not_match_is_passed_over(self, log: EventLog) -> None:
+        append(log, "s", Message.user("one", id="u1"))
+        log.commit([SessionWrite("s", 1, [], {}, snapshot=b'{"good":1}')])
+        append(log, "s", Message.user("two", id="u2"))
+        head = log.head("s")[1]
+        damaged = SnapshotRow(2, head, b'{"good":2}', "not its digest")
+        log.recorder.insert([RecorderWrite("s", (2, head), [], [], damaged)])
+        found = log.snapshot("s")
+        assert found is not None and (found.version, found.payload) == (1, b'{"good":1}')
+        elsewhere = SnapshotRow(2, "f" * 64, b"{}", snapshot_digest("s", 2, "f" * 64, b"{}"))
+        log.recorder.insert([RecorderWrite("s", (2, head), [], [], elsewhere)])
+        found = log.snapshot("s")
+        assert found is not None and (found.version, found.payload) == (1, b'{"good":1}')
 
     def test_verify_passes_on_a_healthy_log(self, log: EventLog) -> None:
         append(log, "s", Message.user("one", id="u1"))

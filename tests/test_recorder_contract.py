@@ -18,7 +18,7 @@ from transcript.model.codec import normalize_message
 from transcript.model.events import EVENT_ENCODER, Event, MessageAppended, TitleSet
 from transcript.model.hashing import body_hash
 from transcript.store.backends import open_recorder
-from transcript.store.recorder import BodyRow, BodyTaken, EventRow, Recorder, RecorderWrite
+from transcript.store.recorder import BodyRow, BodyTaken, EventRow, Recorder, RecorderWrite, SnapshotRow
 
 AT = "2026-01-02T03:04:05.000006+00:00"
 
@@ -199,6 +199,38 @@ class RecorderContract(OnBackend):
         assert [row[0] for row in recorder.scan_bodies()] == ["u1", "u2"]  # as inserted
         assert [(row[0], row[1]) for row in recorder.scan_events()] == [("a", 1), ("b", 1)]
         assert recorder.heads() == {"a": (1, "h1"), "b": (1, "h1")}
+
+    def test_a_snapshot_is_stored_with_its_write_and_moves_no_head(self, recorder: Recorder) -> None:
+        bodies, events = appends(Message.user("hello", id="u1"), Message.assistant("hi", id="a1"))
+        recorder.insert([RecorderWrite("s", (0, ""), bodies, events, SnapshotRow(2, "h2", b'{"a":1}', "d2"))])
+        assert recorder.head("s") == (2, "h2")
+        (row,) = recorder.snapshots("s")
+        assert (row.version, row.hash, row.digest) == (2, "h2", "d2") and _bytes(row.payload) == b'{"a":1}'
+        assert list(recorder.snapshots("other")) == []
+
+    def test_a_snapshot_alone_must_find_the_head_it_names(self, recorder: Recorder) -> None:
+        bodies, events = appends(Message.user("hello", id="u1"))
+        recorder.insert([RecorderWrite("s", (0, ""), bodies, events)])
+        with pytest.raises(ConflictError):
+            recorder.insert([RecorderWrite("s", (0, ""), [], [], SnapshotRow(1, "h1", b"{}", "d"))])
+        assert list(recorder.snapshots("s")) == []
+        recorder.insert([RecorderWrite("s", (1, "h1"), [], [], SnapshotRow(1, "h1", b"{}", "d"))])
+        assert [r.version for r in recorder.snapshots("s")] == [1] and recorder.head("s") == (1, "h1")
+
+    def test_snapshots_come_newest_first_and_only_the_two_newest_are_kept(self, recorder: Recorder) -> None:
+        for n in range(4):
+            bodies, events = appends(Message.user(f"m{n}", id=f"m{n}"), start=n)
+            start = n + 1
+            snapshot = SnapshotRow(start, f"h{start}", b"{}", f"d{start}")
+            recorder.insert(
+                [
+                    RecorderWrite(
+                        "s", (start - 1, f"h{start - 1}" if start > 1 else ""), bodies, events, snapshot
+                    )
+                ]
+            )
+        assert [r.version for r in recorder.snapshots("s")] == [4, 3]
+        assert [(row[0], row[1]) for row in recorder.scan_snapshots()] == [("s", 3), ("s", 4)]
 
     def test_a_healthy_store_passes_its_own_storage_check(self, recorder: Recorder) -> None:
         bodies, events = appends(Message.user("one", id="u1"))

@@ -70,8 +70,9 @@ if TYPE_CHECKING:
     from transcript.session.importing import ImportReport as ImportReport, SessionReport as SessionReport
     from transcript.session.status import Status as Status
     from transcript.session.store import Store as Store
+    from transcript.session.verifying import verify as verify
     from transcript.store.port import SessionInfo as SessionInfo
-    from transcript.store.verify import VerifyReport as VerifyReport, verify as verify
+    from transcript.store.verify import VerifyReport as VerifyReport
 
 _EXPORTS = {
     "ProviderCaps": "transcript.model",
@@ -134,7 +135,7 @@ _EXPORTS = {
     "SessionInfo": "transcript.store.port",
     "Store": "transcript.session.store",
     "VerifyReport": "transcript.store.verify",
-    "verify": "transcript.store.verify",
+    "verify": "transcript.session.verifying",
 }
 
 __all__ = [

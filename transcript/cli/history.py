@@ -166,7 +166,8 @@ def fork(db_path: str | None, session_id: str | None, at: str, new_id: str | Non
 def verify(db_path: str | None, served: bool, deep: bool, expect: tuple[str, ...], fmt: str) -> None:
     """Check the whole file: bodies (content hash, record digest, counts), every hash chain, history,
     session heads, guard triggers. Exit 3 naming the first problem."""
-    from transcript.store.verify import check_expected_heads, verify as verify_file
+    from transcript.session.verifying import verify as verify_file
+    from transcript.store.verify import check_expected_heads
 
     heads = {}
     for item in expect:

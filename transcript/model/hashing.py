@@ -54,6 +54,15 @@ def event_hash(prev_hash: str, session_id: str, version: int, recorded_at: str, 
     return digest.hexdigest()
 
 
+def snapshot_digest(session_id: str, version: int, head: str, payload: bytes) -> str:
+    """The digest of a snapshot (hex sha256): its session, the version and event hash it folds to, and
+    its payload, so a snapshot damaged or moved to another point is told at load."""
+    digest = _sha256(_ENCODER.encode(["transcript-store snapshot", session_id, version, head]))
+    digest.update(b"\n")
+    digest.update(payload)
+    return digest.hexdigest()
+
+
 def record_digest(body: bytes, tokens: bytes, tokenizer: str) -> str:
     """The record digest of a stored body (hex sha256) from its canonical bytes: the message's JSON,
     the JSON of its per-part counts, and the tokenizer's name."""

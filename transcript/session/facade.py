@@ -46,6 +46,7 @@ from transcript.model.events import (
     CapsSet,
     Event,
     MessageAppended,
+    MessagesExcluded,
     ProcessesSet,
     ProviderCaps,
     TitleSet,
@@ -172,6 +173,7 @@ class Transcript:
         self._seen: Hashable = None
         self._cursor: tuple[tuple[object, ...], int] = ((), 0)
         self._live = LiveSession(session_id, tokenizer)
+        self._snapshot_at = 0  # the version of the newest snapshot of the session this process knows
         self._load()
         self._drained = len(self._live.results)
         if provider is not None:
@@ -372,6 +374,8 @@ class Transcript:
         if billed is None:
             raise InvalidArgument("the reply reports no usage; nothing was recorded")
         live = self._live
+        if live.lazy and served is not None and served not in live.served_tokens:
+            live = self._whole()  # an older served view than the snapshot keeps
         if served is None:
             if not live.served_tokens:
                 raise InvalidArgument(
@@ -398,7 +402,8 @@ class Transcript:
         from transcript.session.billing import billing
 
         self._sync()
-        return billing(self._live.usage, self._live.fits)
+        live = self._whole()
+        return billing(live.usage, live.fits)
 
     @_locked
     def calibration(self) -> Calibration | None:
@@ -417,6 +422,9 @@ class Transcript:
         elif message_id in self._live.positions:
             existing = self._live.entries[self._live.positions[message_id]].message
             same = existing == item.message
+        elif self._live.lazy and self.events.records([message_id]):
+            self._whole()  # perhaps a message of the history a lazy open did not read
+            return self._known(item, batch)
         else:
             return None
         if not same:
@@ -497,9 +505,12 @@ class Transcript:
 
     @_locked
     def messages(self) -> TranscriptSnapshot:
-        """Every message of the session with its per-part token counts and flags: the planner's input."""
+        """Every message of the session with its per-part token counts and flags: the planner's input.
+
+        After an open from a snapshot (which reads only the bodies the view shows), the first call
+        reads the rest of the history: it returns every message, as after a full open."""
         self._sync()
-        return self._live.snapshot()
+        return self._whole().snapshot()
 
     @_locked
     def visible_messages(self, *, record: bool = False) -> View:
@@ -518,6 +529,8 @@ class Transcript:
         """
         check_flag(record, "record")
         self._sync()
+        if self._live.lazy and self._live.rendered.has_problems():
+            self._whole()  # a view rebuilt around a damaged mark is planned from the whole history
         if not record:
             return self._live.view(self.config)
         for _ in range(_RECORD_ATTEMPTS):
@@ -543,15 +556,16 @@ class Transcript:
     def stored_messages(self) -> list[Message]:
         """The session's full history, every body exactly as stored, in `seq` order."""
         self._sync()
-        return [entry.message for entry in self._live.entries]
+        return [entry.message for entry in self._whole().entries]
 
     @_locked
     def entry(self, message_id: str) -> Entry | None:
         """One message of the session with its counts and flags, as last read (None when absent)."""
         check_type(message_id, str, "message_id")
         self._sync()
-        position = self._live.positions.get(message_id)
-        return None if position is None else self._live.entries[position]
+        live = self._live if message_id in self._live.positions else self._whole()
+        position = live.positions.get(message_id)
+        return None if position is None else live.entries[position]
 
     @_locked
     def compact(
@@ -802,7 +816,7 @@ class Transcript:
         self._sync()
         if self._live.title is not None:
             return self._live.title
-        return opening_title(entry.message for entry in self._live.entries)
+        return opening_title(entry.message for entry in self._whole().entries)
 
     @property
     def caps(self) -> ProviderCaps:
@@ -841,7 +855,7 @@ class Transcript:
         from planner.intent import clip, task_goal
 
         view = self.visible_messages()  # reads what other writers committed: `live` is current
-        live = self._live
+        live = self._whole()
         results = live.results
         last = results[-1] if results else None
         checkpoint = _carried_checkpoint(results)
@@ -946,6 +960,9 @@ class Transcript:
             quiet = quiet_result(view.tokens, len(view), options, latest)
             if quiet is not None:
                 return quiet
+        if live.lazy:
+            live = self._whole()
+            view = live.view(self.config)
         fingerprint, seq = self._cursor
         return RoundInput(
             snapshot=live.snapshot(),
@@ -973,6 +990,8 @@ class Transcript:
     def _fold_round(self, outcome: RoundOutcome, config: CompactConfig | None) -> CompactResult:
         for step in outcome.written:
             self._fold(step.versioned(), step.bodies, step.token)
+        full = any(isinstance(e, MessagesExcluded) for step in outcome.written for e in step.events)
+        self._snapshot(due=full)
         if config is not None and outcome.cursor is not None:
             self._cursor = (config.fingerprint(), outcome.cursor)
         return outcome.result
@@ -987,6 +1006,7 @@ class Transcript:
             raise
         written = Written.of(write, done)
         self._fold(written.versioned(), written.bodies, written.token)
+        self._snapshot()
         return done.version
 
     def _fold(
@@ -1008,17 +1028,70 @@ class Transcript:
         else:
             self._sync(force=True)
 
-    def _load(self) -> None:
+    def _load(self, *, whole: bool = False) -> None:
+        """Read the session: from its newest snapshot, reading only the bodies its view shows and
+        folding only the events after it (`lazy`); else, or when `whole`, the whole log."""
         # The token first: a commit made while the session is read is then read again, not missed.
         token = self.events.change_token()
+        if not whole:
+            lazy = self._from_snapshot()
+            if lazy is not None:
+                self._live, self._seen = lazy, token
+                return
         loaded = self.events.load(self.session_id)
-        live = self._live
+        live = self._live = LiveSession(self.session_id, self.tokenizer)
         with _folding(self.session_id):
             live.load(loaded.bodies)
             for version, event in loaded.events:
                 live.apply(version, event, {})
         live.version = loaded.version
         self._seen = token
+
+    def _from_snapshot(self) -> LiveSession | None:
+        """The fold from the newest snapshot that matches the chain, or None (fold the whole log)."""
+        from transcript.session import snapshots
+
+        found = self.events.snapshot(self.session_id)
+        state = snapshots.decode(found.payload) if found is not None else None
+        if found is None or state is None:
+            return None
+        shown = self.events.bodies([item.message_id for item in state.shown])
+        live = snapshots.lazy_live(self.session_id, self.tokenizer, found.version, state, shown)
+        if live is None:
+            return None
+        events, bodies = self.events.read_since(self.session_id, found.version)
+        with _folding(self.session_id):
+            for version, event in events:
+                live.apply(version, event, bodies)
+        self._snapshot_at = found.version
+        return live
+
+    def _whole(self) -> LiveSession:
+        """The fold with every body read: after a lazy open, the whole log is read and folded, once
+        (what the planner's input, `messages()` and the title need)."""
+        if self._live.lazy:
+            self._load(whole=True)
+        return self._live
+
+    def _snapshot(self, *, due: bool = False) -> None:
+        """Store a snapshot of the fold when one is due (after a full round, and every
+        `snapshots.EVERY` events): its own small write, which moves no version. Skipped when another
+        writer moved the session on meanwhile, or the fold is one no snapshot may stand for."""
+        from transcript.session import snapshots
+
+        live = self._live
+        if self.events.readonly or not (due or live.version - self._snapshot_at >= snapshots.EVERY):
+            return
+        state = snapshots.state_of(live)
+        if state is None:
+            return
+        write = SessionWrite(self.session_id, live.version, (), {}, snapshot=snapshots.encode(state))
+        try:
+            (done,) = self.events.commit([write])
+        except ConflictError:
+            return
+        self._snapshot_at = live.version
+        self._seen = done.token
 
     def _sync(self, *, force: bool = False) -> None:
         token = self.events.change_token()
@@ -1060,7 +1133,7 @@ def _released(lock: threading.RLock, summarizer: Summarizer) -> Summarizer:
 def live_session(transcript: Transcript) -> LiveSession:
     """The fold behind a transcript, for this package's replay tools (simulate reads its digests)."""
     transcript._sync()
-    return transcript._live
+    return transcript._whole()
 
 
 def _carried_checkpoint(results: Sequence[CompactResult]) -> Checkpoint | None:

@@ -36,7 +36,7 @@ from transcript.model import (
     ViewServed,
     apply_mark,
 )
-from transcript.model.errors import StoreCorrupted
+from transcript.model.errors import StoreCorrupted, TranscriptError
 from transcript.model.history import check_order, pending_after
 from transcript.model.result import CompactResult
 from transcript.model.usage import Calibration
@@ -64,10 +64,17 @@ class LiveSession:
         self.title: str | None = None
         self.system_tokens = 0
         self.processes: tuple[ProcessSnapshot, ...] | None = None  # None: the host registered none
+        # Opened from a snapshot: the excluded history's entries stand as one unread placeholder
+        # (`transcript.session.snapshots.UNREAD`), not loaded, until the facade folds the whole log.
+        self.lazy = False
+        self.excluded_ranges: tuple[tuple[int, int], ...] = ()
         self.usage: list[tuple[int, UsageRecorded]] = []
         self.served_tokens: dict[int, int] = {}
         self.answered: set[int] = set()
         self.fits: dict[str | None, Calibration] = {}
+        # After a lazy open, `usage` holds only what came since the snapshot; this names the model
+        # whose fit `calibration()` gave then (a one-element tuple; empty when none).
+        self.calibrated: tuple[str | None, ...] = ()
 
     def add(self, message: Message, tokens: tuple[int, ...]) -> Entry:
         """Append one message at the next `seq`."""
@@ -80,7 +87,9 @@ class LiveSession:
         self.pending = pending_after(self.pending, message)
         if message.role == "assistant":
             self.step_starts.append(entry.seq)
-        elif _opens_turn(message, self.entries[-2].message if entry.seq else None):
+        elif _opens_turn(
+            message, self.entries[-2].message if entry.seq and self.entries[-2].seq >= 0 else None
+        ):
             self.turn_starts.append(entry.seq)
         self.rendered.appended(entry)
         return entry
@@ -118,7 +127,7 @@ class LiveSession:
         """Apply a full step's exclusions: each seq it names, as one exclusion mark would."""
         size = len(self.entries)
         for seq in event.seqs():
-            if seq < size:
+            if seq < size and self.entries[seq].seq >= 0:  # (an unread one is excluded already)
                 self._mark_at(seq, MessageMarked(message_id=self.entries[seq].message.id, excluded=True))
 
     def _mark_at(self, position: int, mark: MessageMarked) -> None:
@@ -192,7 +201,7 @@ class LiveSession:
             fitted = self.fits.get(record.usage.model)
             if fitted is not None:
                 return fitted
-        return None
+        return self.fits.get(self.calibrated[0]) if self.calibrated else None
 
     def record(self, version: int, result: CompactResult) -> None:
         """A round's result record: it carries its event's version, and supersedes an earlier record of
@@ -246,10 +255,18 @@ class LiveSession:
 
     def view(self, config: CompactConfig) -> View:
         """The model view (SPEC §5), kept incrementally; `config` is used only to rebuild a broken one."""
-        return self.rendered.view(self.entries, tuple(self.pending), self.snapshot, config)
+        return self.rendered.view(self._shown_entries, tuple(self.pending), self.snapshot, config)
+
+    def _shown_entries(self) -> list[Entry]:
+        """The entries a view is made of: all of them, but those a lazy open did not read."""
+        if not self.lazy:
+            return self.entries
+        return [entry for entry in self.entries if entry.seq >= 0]
 
     def snapshot(self) -> TranscriptSnapshot:
         """The planner's input: every entry at the current version."""
+        if self.lazy:
+            raise TranscriptError("internal: a lazily opened session is folded whole before it is planned")
         return TranscriptSnapshot(
             session_id=self.session_id,
             version=self.version,

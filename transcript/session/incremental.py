@@ -110,19 +110,24 @@ class LiveView:
             self._order[index] = after
             self._render_at(index)
 
+    def has_problems(self) -> bool:
+        """Whether the view is known to be wrong somewhere (a damaged mark, an unusable directive)."""
+        return bool(self._problems)
+
     def view(
         self,
-        entries: Sequence[Entry],
+        entries: Callable[[], Sequence[Entry]],
         pending: Sequence[str],
         rebuild: Callable[[], TranscriptSnapshot],
         config: CompactConfig,
     ) -> View:
-        """The current view (cached until the next change)."""
+        """The current view (cached until the next change); `entries` gives the session's entries,
+        asked only when the view must be built again in full."""
         if self._cached is None:
             if self._order is None:
-                self._reorder(entries)
+                self._reorder(entries())
             if self._problems:
-                self._cached = self._fallback_view(entries, rebuild, config)
+                self._cached = self._fallback_view(entries(), rebuild, config)
             else:
                 source: ViewSource = "persisted" if self._with_directive else "canonical"
                 diagnostics = (pending_diagnostic(tuple(pending)),) if pending else ()

@@ -44,7 +44,7 @@ from transcript.model.events import (
     MessagesExcluded,
     RecordsAttested,
 )
-from transcript.model.hashing import GENESIS, event_hash, record_digest
+from transcript.model.hashing import GENESIS, event_hash, record_digest, snapshot_digest
 from transcript.store.explained import unexplained_marks
 from transcript.store.port import (
     Committed,
@@ -54,6 +54,7 @@ from transcript.store.port import (
     SearchHit,
     SessionInfo,
     SessionWrite,
+    Snapshot,
     StoredBody,
     UnreadableEvent,
     refuse_mutator_events,
@@ -66,6 +67,7 @@ from transcript.store.recorder import (
     HistoryRow,
     Recorder,
     RecorderWrite,
+    SnapshotRow,
 )
 from transcript.store.writer import is_writer
 
@@ -264,6 +266,28 @@ class EventLog:
         }
 
     @_serialized
+    def snapshot(self, session_id: str) -> Snapshot | None:
+        """The session's newest snapshot whose digest holds and whose event hash is the chain's at its
+        version; one that does not (damaged, or left by a log that was rewritten) is passed over."""
+        recorder = self.recorder
+        with recorder.reading():
+            for row in recorder.snapshots(session_id):
+                if not (isinstance(row.version, int) and isinstance(row.hash, str) and row.version > 0):
+                    continue
+                payload = stored_bytes(row.payload)
+                if snapshot_digest(session_id, row.version, row.hash, payload) != row.digest:
+                    continue
+                at = next(iter(recorder.events(session_id, after=row.version - 1, until=row.version)), None)
+                if at is not None and at.hash == row.hash:
+                    return Snapshot(row.version, row.hash, payload)
+        return None
+
+    @_serialized
+    def bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:
+        """The stored bodies (and counts) with these ids, those that are stored."""
+        return self._read_bodies(message_ids)
+
+    @_serialized
     def tokenizers(self, message_ids: Sequence[str]) -> dict[str, str]:
         """Which tokenizer counted each of these bodies."""
         return {row.message_id: row.tokenizer for row in self.recorder.bodies(message_ids)}
@@ -389,7 +413,7 @@ class EventLog:
         self, write: SessionWrite, recorded_at: str, adding: dict[str, BodyRow]
     ) -> tuple[RecorderWrite, dict[str, tuple[int, ...]]]:
         """One session's write as rows, after the checks: its head, its bodies, its events."""
-        session_id, expected_version, events, bodies, times = write
+        session_id, expected_version, events, bodies, times, snapshot = write
         head = self._heads.get(session_id)
         if head is None or head[0] != expected_version:
             head = self.head(session_id)
@@ -414,7 +438,11 @@ class EventLog:
                 (event.seq, event.message_id) if isinstance(event, MessageAppended) else (None, None)
             )
             rows.append(EventRow(version, event.kind, seq, message_id, recorded_at, payload, prev))
-        return RecorderWrite(session_id, head, new_bodies, rows), reused
+        kept = None
+        if snapshot is not None:
+            digest = snapshot_digest(session_id, version, prev, snapshot)
+            kept = SnapshotRow(version, prev, snapshot, digest)
+        return RecorderWrite(session_id, head, new_bodies, rows, kept), reused
 
     def _new_bodies(
         self, appended: list[MessageAppended], bodies: Mapping[str, NewBody], adding: dict[str, BodyRow]

@@ -33,6 +33,7 @@ from transcript.store.recorder import (
     Kinds,
     RecorderWrite,
     SessionRow,
+    SnapshotRow,
     StorageCheck,
 )
 
@@ -55,6 +56,7 @@ class _Rows:
         self.bodies: dict[str, BodyRow] = {}
         self.events: dict[str, list[EventRow]] = {}
         self.heads: dict[str, tuple[int, str]] = {}
+        self.snapshots: dict[str, list[SnapshotRow]] = {}
         self.commits = 0
 
 
@@ -200,6 +202,16 @@ class MemoryRecorder:
     def backup(self, target: str) -> None:
         raise StoreUnavailable(f"{self.location}: the in-process recorder has no file to copy")
 
+    def snapshots(self, session_id: str) -> Iterator[SnapshotRow]:
+        with self._rows.lock:
+            kept = list(self._rows.snapshots.get(session_id, []))
+        return reversed(kept)
+
+    def scan_snapshots(self) -> Iterator[tuple[object, ...]]:
+        with self._rows.lock:
+            rows = [(sid, *row) for sid, kept in sorted(self._rows.snapshots.items()) for row in kept]
+        return iter(rows)
+
     def scan_bodies(self) -> Iterator[tuple[object, ...]]:
         with self._rows.lock:
             rows = list(self._rows.bodies.values())
@@ -230,7 +242,7 @@ class MemoryRecorder:
         with rows.lock:
             adding: set[str] = set()
             for write in writes:
-                if not write.events:
+                if not write.events and write.snapshot is None:
                     continue
                 head = rows.heads.get(write.session_id, (0, ""))
                 if head[0] != write.expected[0] or (head[0] and head[1] != write.expected[1]):
@@ -240,6 +252,10 @@ class MemoryRecorder:
                     )
                 self._check_append_only(write, adding)
             for write in writes:
+                if write.snapshot is not None:
+                    new = write.snapshot._replace(payload=_text(write.snapshot.payload))
+                    kept = rows.snapshots.setdefault(write.session_id, [])
+                    kept[:] = [*[r for r in kept if r.version < new.version][-1:], new]
                 if not write.events:
                     continue
                 # JSON kept as text, as a SQL backend's text columns keep it.

@@ -89,7 +89,10 @@ class NewBody(NamedTuple):
 
 
 class SessionWrite(NamedTuple):
-    """Events to append to one session, the version it must be at, and the bodies its appends need."""
+    """Events to append to one session, the version it must be at, and the bodies its appends need.
+
+    `snapshot` is a snapshot of the session's fold (JSON) as of the write's last event — or, with no
+    events, as of the version it must be at — stored in the same transaction; it moves no version."""
 
     session_id: str
     expected_version: int
@@ -98,6 +101,16 @@ class SessionWrite(NamedTuple):
     # Each event's time as an exact copy of a log keeps it (the mutator's copies only); by default
     # every event of a commit gets the time it commits.
     recorded_at: Sequence[str] = ()
+    snapshot: bytes | None = None
+
+
+class Snapshot(NamedTuple):
+    """A stored snapshot of a session's fold that matches its chain: the version and event hash it
+    folds to, and its payload."""
+
+    version: int
+    hash: str
+    payload: bytes
 
 
 class Committed(NamedTuple):
@@ -228,6 +241,15 @@ class EventStore(Protocol):
         self, session_id: str, until: int | None = None
     ) -> tuple[list[LogRecord], dict[str, StoredBody]]:
         """The session's log up to version `until` (all of it by default), with the bodies it appends."""
+        ...
+
+    def snapshot(self, session_id: str) -> Snapshot | None:
+        """The session's newest snapshot whose digest holds and whose event hash is the chain's at its
+        version (None when there is none: fold from the start)."""
+        ...
+
+    def bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:
+        """The stored bodies (and counts) with these ids, those that are stored."""
         ...
 
     def tokenizers(self, message_ids: Sequence[str]) -> dict[str, str]:

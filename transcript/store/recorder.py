@@ -48,14 +48,28 @@ class BodyRow(NamedTuple):
     digest: str
 
 
+class SnapshotRow(NamedTuple):
+    """A snapshot of a session's fold: the version and event hash it folds to, its payload (JSON, opaque
+    to the recorder) and the payload's digest."""
+
+    version: int
+    hash: str
+    payload: Json
+    digest: str
+
+
 class RecorderWrite(NamedTuple):
     """What one session's write stores: the head it must be at (version and hash; version 0 for a new
-    session), the bodies it adds and its events. The session's new head is its last event."""
+    session), the bodies it adds and its events. The session's new head is its last event.
+
+    `snapshot`, when given, is stored in the same transaction: it folds to the write's last event (or,
+    in a write of no events, to the head it must be at) and moves no head."""
 
     session_id: str
     expected: tuple[int, str]
     bodies: Sequence[BodyRow]
     events: Sequence[EventRow]
+    snapshot: SnapshotRow | None = None
 
 
 class HistoryRow(NamedTuple):
@@ -162,8 +176,10 @@ class Recorder(Protocol):
 
     def insert(self, writes: Sequence[RecorderWrite]) -> Hashable:
         """Store every write in one transaction, or nothing: each session must be at its expected
-        head (else `ConflictError`); a body id already stored raises `BodyTaken`. Returns the change
-        token as of this commit (see `change_token`)."""
+        head (else `ConflictError`, also for a write of a snapshot alone); a body id already stored
+        raises `BodyTaken`. A snapshot replaces every one of its session but the newest before it
+        (snapshots are derived: only the latest is ever read). Returns the change token as of this
+        commit (see `change_token`)."""
         ...
 
     def reading(self) -> AbstractContextManager[None]:
@@ -202,6 +218,15 @@ class Recorder(Protocol):
         """A consistent copy of the whole store in a new file at `target` (made 0600, never through a
         link), taken while other connections go on writing; `StoreUnavailable` for a backend
         without a file."""
+        ...
+
+    def snapshots(self, session_id: str) -> Iterator[SnapshotRow]:
+        """The session's snapshots, newest first."""
+        ...
+
+    def scan_snapshots(self) -> Iterable[tuple[object, ...]]:
+        """Every snapshot row as stored, by session and version: session_id, version, hash, payload,
+        digest (for `verify`)."""
         ...
 
     def scan_bodies(self) -> Iterable[tuple[object, ...]]:

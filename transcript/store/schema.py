@@ -446,10 +446,14 @@ def _digest_of_row(body: object, tokens: object, tokenizer: object) -> str:
 
 ATTESTATION: Final = "0005_record_digests_in_the_chain"
 EXCLUSION_RANGES_MIGRATION: Final = "0006_exclusion_ranges"
-# Migrations that change no table: a reader (a read-only open, `verify`) reads a file that awaits
-# them as it is, and compares its schema with the one the migrations it records create.
+# Migrations that change nothing a reader needs: a reader (a read-only open, `verify`) reads a file
+# that awaits them as it is (one without snapshots has none to load), and compares its schema with
+# the one the migrations it records create.
 SESSIONS_OWN_TIMES: Final = "0007_sessions_view_own_times"
-READ_AS_IS: Final = frozenset((ATTESTATION, EXCLUSION_RANGES_MIGRATION, SESSIONS_OWN_TIMES))
+SNAPSHOTS_MIGRATION: Final = "0008_snapshots"
+READ_AS_IS: Final = frozenset(
+    (ATTESTATION, EXCLUSION_RANGES_MIGRATION, SESSIONS_OWN_TIMES, SNAPSHOTS_MIGRATION)
+)
 
 
 def _sessions_view_own_times(conn: sqlite3.Connection) -> None:
@@ -458,6 +462,23 @@ def _sessions_view_own_times(conn: sqlite3.Connection) -> None:
     of a file that awaits it lists sessions with the view's query (`SESSIONS_SELECT`)."""
     conn.execute("DROP VIEW sessions")
     conn.execute(SESSIONS_VIEW)
+
+
+# 0008: snapshots of each session's fold, which an open loads instead of folding the whole log. They
+# are derived (rebuildable from the log, which `verify` checks them against), so no guard keeps them:
+# a newer one replaces the older, and redaction may rewrite them.
+SNAPSHOTS: Final = (
+    """
+    CREATE TABLE snapshots (
+        session_id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        hash TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        PRIMARY KEY (session_id, version)
+    ) WITHOUT ROWID
+    """,
+)
 
 
 def _build_migrations() -> list[tuple[str, Migration]]:
@@ -474,6 +495,7 @@ def _build_migrations() -> list[tuple[str, Migration]]:
         (ATTESTATION, _statements([])),
         (EXCLUSION_RANGES_MIGRATION, _statements(list(EXCLUSION_RANGES))),
         (SESSIONS_OWN_TIMES, _sessions_view_own_times),
+        (SNAPSHOTS_MIGRATION, _statements(list(SNAPSHOTS))),
     ]
 
 

@@ -31,6 +31,7 @@ from transcript.store.recorder import (
     Problem,
     RecorderWrite,
     SessionRow,
+    SnapshotRow,
     StorageCheck,
 )
 
@@ -72,6 +73,7 @@ class SqliteRecorder:
         )
         self._local_writes = 0
         self._schema: tuple[int, list[str]] = (-1, [])
+        self._snapshots_table: bool | None = None  # whether the file has the table (0007), once known
         # True after this open migrated a file whose appends predate record digests in the chain.
         self.attestation_due = False
         # A read-only open: the side files there before it (the ones it made are tidied at close).
@@ -385,7 +387,9 @@ class SqliteRecorder:
             )
 
     def _insert(self, write: RecorderWrite) -> None:
-        session_id, (version, head_hash), bodies, events = write
+        session_id, (version, head_hash), bodies, events, snapshot = write
+        if snapshot is not None:
+            self._insert_snapshot(write, snapshot)
         if not events:
             return
         self._move_head(session_id, version, head_hash, events[-1])
@@ -426,6 +430,55 @@ class SqliteRecorder:
         except sqlite3.IntegrityError as exc:
             raise ConflictError(f"session {session_id!r} moved on while this write was made") from exc
         _all_stored(stored.rowcount, len(events), "events", session_id)
+
+    def _insert_snapshot(self, write: RecorderWrite, snapshot: SnapshotRow) -> None:
+        """Store a snapshot, keeping only the newest one before it; a write of a snapshot alone must
+        find the session at its head (else `ConflictError`)."""
+        conn, session_id = self.connection, write.session_id
+        if not write.events and self.head(session_id) != write.expected:
+            raise ConflictError(f"session {session_id!r} moved on while this snapshot was made")
+        conn.execute(
+            "DELETE FROM snapshots WHERE session_id = ? AND version < (SELECT coalesce(max(version), 0) "
+            "FROM snapshots WHERE session_id = ? AND version < ?)",
+            (session_id, session_id, snapshot.version),
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO snapshots (session_id, version, hash, payload, digest) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (session_id, snapshot.version, snapshot.hash, _text(snapshot.payload), snapshot.digest),
+        )
+
+    def snapshots(self, session_id: str) -> Iterator[SnapshotRow]:
+        """The session's snapshots, newest first (none in a file that predates them)."""
+        if not self._has_snapshots():
+            return iter(())
+        with connection.translated("reading snapshots"):
+            rows = self._fetch(
+                "SELECT version, hash, payload, digest FROM snapshots WHERE session_id = ? "
+                "ORDER BY version DESC",
+                (session_id,),
+                lambda row: f"snapshots row (session {session_id!r}, version {row[0]})",
+            )
+        return map(SnapshotRow._make, rows)
+
+    def scan_snapshots(self) -> Iterator[tuple[object, ...]]:
+        """Every snapshot row as stored, by session and version."""
+        if not self._has_snapshots():
+            return
+        with connection.translated("reading snapshots"):
+            yield from self.connection.execute(
+                "SELECT session_id, version, hash, payload, digest FROM snapshots "
+                "ORDER BY session_id, version"
+            )
+
+    def _has_snapshots(self) -> bool:
+        if self._snapshots_table is None:
+            with connection.translated("reading the schema"):
+                row = self.connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'snapshots'"
+                ).fetchone()
+            self._snapshots_table = row is not None
+        return bool(self._snapshots_table)
 
     def _move_head(self, session_id: str, version: int, head_hash: str, last: EventRow) -> None:
         """Move the session's head from the one the write names to its last event, or `ConflictError`."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
@@ -73,6 +73,7 @@ def verify(
     deep: bool = False,
     expect_heads: Mapping[str, str] | None = None,
     anchor: bool | str | Path = True,
+    extra: Callable[[Recorder], list[Problem]] | None = None,
 ) -> VerifyReport:
     """Check a store end to end (see the module docstring).
 
@@ -81,6 +82,7 @@ def verify(
     sessions` earlier): the whole hash, or any prefix of it of at least `HEAD_PREFIX_MIN` hex digits;
     a session whose head differs, or that is gone, is named. `anchor`: the head anchor file to check
     the chains against — by default `<file>.anchor` when it exists; a path; or False for none.
+    `extra` checks what the store layer cannot (the session layer's snapshots against a fold).
     """
     from transcript.store.backends import anchor_location, open_recorder
     from transcript.store.location import MEMORY, MEMORY_RECORDER, check_location, is_server
@@ -97,7 +99,7 @@ def verify(
     anchors = read_anchor(anchor_path) if anchor_path else {}
     recorder = open_recorder(target, verifying=True)
     try:
-        return check(recorder, deep=deep, expect_heads=expect_heads, anchors=anchors)
+        return check(recorder, deep=deep, expect_heads=expect_heads, anchors=anchors, extra=extra)
     finally:
         recorder.close()
 
@@ -132,9 +134,11 @@ def check(
     deep: bool = False,
     expect_heads: Mapping[str, str] | None = None,
     anchors: Mapping[str, tuple[int, str]] | None = None,
+    extra: Callable[[Recorder], list[Problem]] | None = None,
 ) -> VerifyReport:
     """`verify` over an open recorder: the backend's own checks around the log's. `anchors` are the
-    heads an anchor file recorded (by session: version and hash), each of which the chain must hold."""
+    heads an anchor file recorded (by session: version and hash), each of which the chain must hold;
+    `extra` more checks over the recorder (see `verify`)."""
     anchors = dict(anchors or {})
     problems: list[Problem] = []
     with recorder.reading():
@@ -155,6 +159,8 @@ def check(
         _check_body_order(list(bodies), seen, problems)
         heads = _check_heads(recorder.heads(), seen, dict(expect_heads or {}), problems)
         _check_anchors(anchors, seen, problems)
+        if extra is not None:
+            problems.extend(extra(recorder))
         problems.extend(storage.after)
     return VerifyReport(
         path=recorder.location,

@@ -1,0 +1,272 @@
+"""Resume by snapshot: an open loads the newest snapshot of the fold, folds only what follows it, and
+reads only the bodies the view shows; the rest of the history is read when something needs it.
+
+A snapshot is written after every full round and every `snapshots.EVERY` events (it moves no
+version); a damaged one is named by `verify` and passed over by an open. Fresh processes check that
+an open from a snapshot and a full fold of the log give the same view, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from tests.backends import MEMORY, SQLITE_FILE, SQLITE_MEMORY, OnBackend
+from transcript import ConflictError, Message, Store, ToolCall, Transcript, verify
+from transcript.session import snapshots
+from transcript.store.log import EventLog
+from transcript.store.recorder import BodyRow
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _grow(t: Transcript, steps: int, *, start: int = 0, size: int = 1_200) -> None:
+    for n in range(start, start + steps):
+        call = ToolCall(id=f"c{n}", name="Read", input={"file_path": f"src/m{n}.py"})
+        t.append_turn(
+            [
+                Message.assistant(f"step {n}: reading src/m{n}.py", tool_calls=[call]),
+                Message.tool_result(f"c{n}", f"line {n} of the file\n" * (size // 20), name="Read"),
+            ]
+        )
+
+
+def _compacted(store: Store) -> Transcript:
+    t = store.session("s")
+    t.append(Message.system("You are a coding agent."))
+    t.append(Message.user("make the parser accept ISO weeks"))
+    _grow(t, 16)
+    assert t.compact(budget_tokens=3_000, force=True).outcome == "full_applied"
+    _grow(t, 3, start=100)
+    t.visible_messages(record=True)
+    return t
+
+
+def _state(t: Transcript) -> tuple[object, ...]:
+    view = t.visible_messages()
+    return (
+        view.canonical_json(),
+        view.tokens,
+        view.source,
+        len(t),
+        t.version,
+        t.stored_tokens,
+        t.pending_calls,
+        [r.round_id for r in t.compact_results()],
+        t.title,
+    )
+
+
+class SnapshotBehaviour(OnBackend):
+    """The same on every backend that a second open shares."""
+
+    @pytest.fixture
+    def location(self, tmp_path: Path) -> Iterator[str]:
+        if not self.backend.shared:
+            pytest.skip(f"{self.backend.name}: a reopen is another store")
+        location = self.backend.location(tmp_path)
+        yield location
+        if location.startswith("memory://"):
+            from transcript.store.memory import MemoryRecorder
+
+            MemoryRecorder.discard(location)
+
+    def test_a_reopen_reads_only_the_bodies_its_view_shows(self, location: str) -> None:
+        with Store.open(location, tokenizer="chars/4") as store:
+            before = _state(_compacted(store))
+        store = Store.open(location, tokenizer="chars/4")
+        assert isinstance(store.events, EventLog)
+        read: list[str] = []
+        bodies = store.events.recorder.bodies
+
+        def reading(ids: Sequence[str]) -> Iterator[BodyRow]:
+            read.extend(ids)
+            return bodies(ids)
+
+        store.events.recorder.bodies = reading  # type: ignore[method-assign,assignment]
+        t = store.session("s")
+        view = t.visible_messages()
+        shown = {m.id for m in view.messages}
+        assert read and set(read) <= shown and len(read) < len(t) // 2
+        assert _state(t) == before
+        store.close()
+
+    def test_after_a_lazy_open_messages_returns_every_message_as_a_full_open_does(
+        self, location: str
+    ) -> None:
+        with Store.open(location, tokenizer="chars/4") as store:
+            whole = _compacted(store).messages()
+        with Store.open(location, tokenizer="chars/4") as store:
+            again = store.session("s").messages()
+        assert again == whole and any(e.flags.excluded for e in again.entries)
+
+    def test_a_lazy_session_goes_on_appending_compacting_and_reopening(self, location: str) -> None:
+        with Store.open(location, tokenizer="chars/4") as store:
+            _compacted(store)
+        with Store.open(location, tokenizer="chars/4") as store:
+            t = store.session("s")
+            _grow(t, 12, start=200)
+            assert t.compact(budget_tokens=3_000, force=True).outcome == "full_applied"
+            _grow(t, 2, start=300)
+            before = _state(t)
+            whole = t.messages()
+        with Store.open(location, tokenizer="chars/4") as store:
+            t = store.session("s")
+            assert _state(t) == before and t.messages() == whole
+
+    def test_re_appending_a_message_a_lazy_open_did_not_read_is_a_no_op(self, location: str) -> None:
+        with Store.open(location, tokenizer="chars/4") as store:
+            t = _compacted(store)
+            old = next(
+                e.message for e in t.messages().entries if e.flags.excluded and e.message.role == "user"
+            )
+        with Store.open(location, tokenizer="chars/4") as store:
+            t = store.session("s")
+            version = t.version
+            assert t.append(old) == old and t.version == version
+
+    def test_a_snapshot_moves_no_version_and_a_second_writer_is_not_disturbed(self, location: str) -> None:
+        with (
+            Store.open(location, tokenizer="chars/4") as one,
+            Store.open(location, tokenizer="chars/4") as two,
+        ):
+            first = one.session("s")
+            first.append(Message.user("hello"))
+            second = two.session("s")
+            _grow(first, 14)
+            version = first.version
+            assert first.compact(budget_tokens=3_000, force=True).outcome == "full_applied"
+            assert first.version == version + 3  # the round's three events; its snapshot is no event
+            with pytest.raises(ConflictError):  # behind: it catches up to the round, not past it
+                second.append_turn([Message.assistant("still here")])
+            assert second.version == first.version
+            second.append_turn([Message.assistant("still here")])
+            assert second.version == first.version + 1 and second.visible_messages() == (
+                Transcript.attach(two.events, "s").visible_messages()
+            )
+
+    def test_the_periodic_snapshot_comes_every_so_many_events(
+        self, location: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(snapshots, "EVERY", 10)
+        with Store.open(location, tokenizer="chars/4") as store:
+            t = store.session("s")
+            t.append(Message.user("go"))
+            _grow(t, 8)
+            assert isinstance(store.events, EventLog)
+            found = store.events.snapshot("s")
+            assert found is not None and found.version >= 10 and t.version - found.version < 10
+
+
+class TestSqliteFileSnapshots(SnapshotBehaviour):
+    backend = SQLITE_FILE
+
+
+class TestSqliteMemorySnapshots(SnapshotBehaviour):
+    backend = SQLITE_MEMORY
+
+
+class TestMemorySnapshots(SnapshotBehaviour):
+    backend = MEMORY
+
+
+def _tamper(path: Path, sql: str) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute(sql)
+    conn.commit()
+    conn.close()
+
+
+def test_a_damaged_snapshot_is_named_by_verify_and_passed_over_by_an_open(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    with Store.open(path, tokenizer="chars/4") as store:
+        before = _state(_compacted(store))
+    assert verify(path).ok
+    _tamper(path, "UPDATE snapshots SET payload = replace(payload, '\"history\":', '\"history\": ')")
+    report = verify(path)
+    assert [p.code for p in report.problems] == ["snapshot_damaged"]
+    assert "digest" in report.problems[0].detail and report.problems[0].session_id == "s"
+    with Store.open(path, tokenizer="chars/4") as store:
+        assert _state(store.session("s")) == before
+
+
+def test_a_snapshot_resealed_with_other_content_is_named_by_verify(tmp_path: Path) -> None:
+    """A snapshot edited and given a matching digest passes an open's check: only a fold of the log
+    tells it, which `verify` does."""
+    path = tmp_path / "t.db"
+    with Store.open(path, tokenizer="chars/4") as store:
+        _compacted(store)
+    conn = sqlite3.connect(path)
+    version, head, payload = conn.execute(
+        "SELECT version, hash, payload FROM snapshots ORDER BY version DESC LIMIT 1"
+    ).fetchone()
+    state = json.loads(payload)
+    state["stored_tokens"] += 1
+    edited = json.dumps(state, separators=(",", ":")).encode()
+    from transcript.model.hashing import snapshot_digest
+
+    conn.execute(
+        "UPDATE snapshots SET payload = ?, digest = ? WHERE version = ?",
+        (edited.decode(), snapshot_digest("s", version, head, edited), version),
+    )
+    conn.commit()
+    conn.close()
+    problems = verify(path).problems
+    assert [p.code for p in problems] == ["snapshot_damaged"] and "fold of the log" in problems[0].detail
+
+
+_FRESH = """
+import json, sys
+from transcript import Transcript
+from transcript.store.log import EventLog
+if sys.argv[2] == "whole":  # a full fold: no snapshot is found
+    EventLog.snapshot = lambda self, session_id: None
+t = Transcript.open(sys.argv[1], session_id="s", readonly=True)
+view = t.visible_messages()
+lazy = t._live.lazy
+state = [view.canonical_json().decode(), view.tokens, view.source, len(t), t.version, t.stored_tokens]
+print(json.dumps([lazy, state, list(t.pending_calls), t.title]))
+"""
+
+
+def _fresh(path: Path, how: str) -> list[object]:
+    run = subprocess.run(
+        [sys.executable, "-c", _FRESH, str(path), how], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    found: list[object] = json.loads(run.stdout)
+    return found
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    steps=st.lists(st.integers(min_value=1, max_value=8), min_size=1, max_size=4),
+    budget=st.integers(min_value=1_500, max_value=6_000),
+    record=st.booleans(),
+)
+def test_an_open_from_a_snapshot_and_a_full_fold_give_the_same_view(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[int], budget: int, record: bool
+) -> None:
+    path = tmp_path_factory.mktemp("snap") / "t.db"
+    with Store.open(path, tokenizer="chars/4") as store:
+        t = store.session("s")
+        t.append(Message.user("make the parser accept ISO weeks"))
+        _grow(t, 6, size=900)
+        start = 6
+        for count in steps:
+            _grow(t, count, start=start, size=900)
+            start += count
+            t.compact(budget_tokens=budget)
+            t.visible_messages(record=record)
+        assert t.compact(budget_tokens=budget, force=True).outcome == "full_applied"
+        _grow(t, 1, start=start)
+    lazy, *opened = _fresh(path, "snapshot")
+    whole, *folded = _fresh(path, "whole")
+    assert lazy is True and whole is False
+    assert opened == folded and len(str(opened)) > 100

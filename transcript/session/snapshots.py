@@ -1,0 +1,227 @@
+"""Snapshots of a session's fold: what an open loads instead of folding the whole log.
+
+A snapshot holds the fold as of one version — the flags of every message the view shows, the
+excluded history as seq ranges, step and turn starts, counts, the pending calls, the round records,
+the last served view's digests, title, caps and processes — and no body. An open loads the newest
+snapshot that matches the chain, folds only the events after it, and reads only the bodies of the
+messages the view shows (`lazy`): the excluded history is read when something needs it (the
+planner's input, `messages()`, the title, a re-append of an old id), by folding the whole log once.
+
+A snapshot is derived: every byte of it is rebuilt from the log (`state_of` over a full fold), which
+`verify` does for each stored snapshot (`check_snapshots`), so redaction of the log can rebuild it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Final
+
+import msgspec
+
+from projection.caps import ProviderCaps
+from transcript.model.events import ranges_of
+from transcript.model.marks import MessageFlags
+from transcript.model.message import Message
+from transcript.model.processes import ProcessSnapshot
+from transcript.model.result import CompactResult
+from transcript.model.snapshot import Entry
+from transcript.model.usage import Calibration
+from transcript.session.fold import LiveSession
+from transcript.store.port import EventStore, LogRecord, StoredBody
+from transcript.store.recorder import Problem
+
+# Events between snapshots written on the per-turn path (a full round writes one of its own).
+EVERY: Final = 1_000
+FORMAT: Final = 1
+
+# What stands for a message of the excluded history whose body a lazy open did not read.
+UNREAD: Final = Entry(
+    seq=-1,
+    message=Message(id="", role="user", parts=(), created_at=datetime(1970, 1, 1, tzinfo=UTC)),
+    tokens=(),
+    flags=MessageFlags(excluded=True),
+)
+
+
+class Shown(msgspec.Struct, frozen=True, array_like=True):
+    """A message the view shows: its seq, id and flags."""
+
+    seq: int
+    message_id: str
+    flags: MessageFlags
+
+
+class FoldState(msgspec.Struct, frozen=True, kw_only=True):
+    """The fold of a session's log as of one version, without bodies (see the module docstring)."""
+
+    format: int = FORMAT
+    history: int
+    shown: tuple[Shown, ...]
+    excluded: tuple[tuple[int, int], ...]
+    step_starts: tuple[int, ...]
+    turn_starts: tuple[int, ...]
+    pending: tuple[tuple[str, str], ...]
+    stored_tokens: int
+    system_tokens: int
+    results: tuple[CompactResult, ...]
+    served: tuple[str, ...]
+    served_version: int
+    title: str | None
+    caps: ProviderCaps
+    processes: tuple[ProcessSnapshot, ...] | None
+    # The newest served view (version, tokens, whether a usage record answers it: the one a usage
+    # record names by default; one for an older view folds the whole log), the fits per model, and
+    # the model `calibration()` resolves to.
+    served_tokens: tuple[tuple[int, int, bool], ...] = ()
+    fits: tuple[Calibration, ...] = ()
+    calibrated: tuple[str | None, ...] = ()
+
+
+_ENCODER: Final = msgspec.json.Encoder()
+_DECODER: Final = msgspec.json.Decoder(FoldState)
+
+
+def state_of(live: LiveSession) -> FoldState | None:
+    """The snapshot of a fold (None when the fold is one no snapshot may stand for: a damaged mark or
+    a directive the view cannot use makes the view a rebuilt one, which a full fold re-derives)."""
+    if live.rendered.has_problems():
+        return None
+    shown: list[Shown] = []
+    excluded: list[int] = []
+    for entry in live.entries:
+        if entry.flags.excluded:
+            if entry is not UNREAD:
+                excluded.append(entry.seq)
+        else:
+            shown.append(Shown(entry.seq, entry.message.id, entry.flags))
+    ranges = ranges_of(excluded) if not live.lazy else _merged(live.excluded_ranges, excluded)
+    return FoldState(
+        history=len(live.entries),
+        shown=tuple(shown),
+        excluded=ranges,
+        step_starts=tuple(live.step_starts),
+        turn_starts=tuple(live.turn_starts),
+        pending=tuple(live.pending.items()),
+        stored_tokens=live.stored_tokens,
+        system_tokens=live.system_tokens,
+        results=tuple(live.results),
+        served=tuple(live.served),
+        served_version=live.served_version,
+        title=live.title,
+        caps=live.caps,
+        processes=live.processes,
+        served_tokens=_open_served(live),
+        fits=tuple(live.fits.values()),
+        calibrated=_calibrated(live),
+    )
+
+
+def _open_served(live: LiveSession) -> tuple[tuple[int, int, bool], ...]:
+    """The newest served view, which a usage record names by default."""
+    if not live.served_tokens:
+        return ()
+    newest = max(live.served_tokens)
+    return ((newest, live.served_tokens[newest], newest in live.answered),)
+
+
+def _calibrated(live: LiveSession) -> tuple[str | None, ...]:
+    fitted = live.calibration()
+    return () if fitted is None else (fitted.model,)
+
+
+def _merged(ranges: tuple[tuple[int, int], ...], seqs: list[int]) -> tuple[tuple[int, int], ...]:
+    """Ranges holding both the given ranges and these seqs."""
+    return ranges_of([*(s for start, stop in ranges for s in range(start, stop)), *seqs])
+
+
+def encode(state: FoldState) -> bytes:
+    """A snapshot's payload."""
+    return _ENCODER.encode(state)
+
+
+def decode(payload: bytes) -> FoldState | None:
+    """A payload's state; None when it cannot be read (or is of a format this release does not know)."""
+    try:
+        state = _DECODER.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return state if state.format == FORMAT else None
+
+
+def lazy_live(
+    session_id: str, tokenizer: str, version: int, state: FoldState, bodies: Mapping[str, StoredBody]
+) -> LiveSession | None:
+    """A live session from a snapshot and the bodies of the messages it shows (None when a body is
+    missing or is not the message it should be: then fold the whole log, which names the damage)."""
+    live = LiveSession(session_id, tokenizer, state.caps)
+    entries = [UNREAD] * state.history
+    positions: dict[str, int] = {}
+    for item in state.shown:
+        body = bodies.get(item.message_id)
+        if body is None or body.message.id != item.message_id or not 0 <= item.seq < state.history:
+            return None
+        entries[item.seq] = Entry(seq=item.seq, message=body.message, tokens=body.tokens, flags=item.flags)
+        positions[item.message_id] = item.seq
+    live.entries = entries
+    live.positions = positions
+    live.lazy = True
+    live.excluded_ranges = state.excluded
+    live.version = version
+    live.step_starts = list(state.step_starts)
+    live.turn_starts = list(state.turn_starts)
+    live.pending = dict(state.pending)
+    live.stored_tokens = state.stored_tokens
+    live.system_tokens = state.system_tokens
+    live.results = list(state.results)
+    live.served = list(state.served)
+    live.served_version = state.served_version
+    live.title = state.title
+    live.processes = state.processes
+    live.served_tokens = {version: tokens for version, tokens, _ in state.served_tokens}
+    live.answered = {version for version, _, answered in state.served_tokens if answered}
+    live.fits = {fit.model: fit for fit in state.fits}
+    live.calibrated = state.calibrated
+    live.rendered.reset()
+    return live
+
+
+def check_snapshots(
+    store: EventStore, session_id: str, rows: Iterator[tuple[int, str, bytes, bool]]
+) -> list[Problem]:
+    """Each stored snapshot of a session (version, hash, payload, whether its digest holds) against a
+    full fold of the log up to its version: one that does not match is named (`snapshot_damaged`);
+    an open passes over it."""
+    wanted = sorted(rows)
+    if not wanted:
+        return []
+    records, bodies = store.read_log(session_id, until=wanted[-1][0])
+    by_version: dict[int, LogRecord] = {r.version: r for r in records}
+    live = LiveSession(session_id, "")
+    problems: list[Problem] = []
+    index = 0
+    for version, head, payload, intact in wanted:
+        while index < len(records) and records[index].version <= version:
+            folded = records[index]
+            live.apply(folded.version, folded.event, bodies)
+            index += 1
+        record = by_version.get(version)
+        expected = state_of(live) if record is not None and record.hash == head else None
+        found = decode(payload) if intact else None
+        if expected is None or found is None or encode(found) != encode(expected):
+            why = (
+                "its digest does not match its bytes"
+                if not intact
+                else "it names an event hash that is not the chain's"
+                if record is None or record.hash != head
+                else "it differs from a fold of the log"
+            )
+            problems.append(
+                Problem(
+                    code="snapshot_damaged",
+                    detail=f"a snapshot of the fold {why}; opens pass over it",
+                    session_id=session_id,
+                    version=version,
+                )
+            )
+    return problems
