@@ -324,10 +324,12 @@ print(time.perf_counter() - wall, time.process_time() - cpu, len(messages), peak
 def _fresh(script: str, *args: str) -> list[float]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(ROOT)
-    out = subprocess.run(
-        [sys.executable, "-c", script, *args], capture_output=True, text=True, check=True, cwd=ROOT, env=env
-    ).stdout.split()
-    return [float(value) for value in out]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    if done.returncode:
+        raise SystemExit(f"a fresh interpreter failed:\n{done.stderr}")
+    return [float(value) for value in done.stdout.split()]
 
 
 def cold_rows(size: int, cache: Path, work: Path, repeats: int) -> list[Row]:

@@ -69,9 +69,13 @@ def test_every_append_carries_its_bodys_record_into_the_chain(path: Path) -> Non
 
 
 def test_text_that_is_not_utf8_in_a_body_is_corruption_naming_the_row(path: Path) -> None:
+    """The open from the session's snapshot reads only the bodies the view shows (s/r1 is excluded):
+    the damaged body is found where the whole history is read."""
     _edit(path, "UPDATE bodies SET body = CAST(X'7b22ff22' AS TEXT) WHERE message_id = 's/r1'")
-    with pytest.raises(StoreCorrupted, match=r"bodies row \(message 's/r1'\)"):
-        _open(path)
+    with _open(path) as t:
+        assert "s/r1" not in {m.id for m in t.visible_messages().messages}
+        with pytest.raises(StoreCorrupted, match=r"bodies row \(message 's/r1'\)"):
+            t.messages()
 
 
 def test_text_that_is_not_utf8_in_a_mark_leaves_the_session_open(path: Path) -> None:
@@ -81,8 +85,13 @@ def test_text_that_is_not_utf8_in_a_mark_leaves_the_session_open(path: Path) -> 
         "AND version = (SELECT min(version) FROM events "
         "WHERE kind IN ('message_marked', 'messages_excluded'))",
     )
+    # The open from the snapshot the full round wrote (after the damaged event) folds only what
+    # follows it: its view is the one the session had. Reading the whole history names the damage.
     with _open(path) as t:
+        assert t.visible_messages().diagnostics == ()
+        t.messages()
         assert "MARK_UNREADABLE" in {d.code for d in t.visible_messages().diagnostics}
+    assert "snapshot_damaged" in {p.code for p in verify(path).problems}
 
 
 def test_text_that_is_not_utf8_in_a_hash_is_corruption_naming_the_event(path: Path) -> None:
@@ -108,8 +117,10 @@ def test_a_missing_body_is_named_by_a_cold_open_as_by_the_live_fold(path: Path) 
     with Store.open(path, tokenizer="chars/4") as store:
         live = store.session("s")
         _edit(path, "DELETE FROM bodies WHERE message_id = 's/r2'")
+        cold = store.session("s")  # a cold open: from the snapshot, reading only the view's bodies
+        assert "s/r2" not in {m.id for m in cold.visible_messages().messages}
         with pytest.raises(StoreCorrupted, match=r"'s/r2'"):
-            store.session("s")  # a cold open of the session
+            cold.messages()  # reads the history whole: the missing body is found
         with pytest.raises(StoreCorrupted, match=r"'s/r2'"):
             store.fork("s", new_session_id="copy")  # a copy of its log
         assert live.version  # the live transcript read it before the damage
@@ -118,8 +129,9 @@ def test_a_missing_body_is_named_by_a_cold_open_as_by_the_live_fold(path: Path) 
 
 def test_a_seq_gap_is_corruption_at_a_cold_open(path: Path) -> None:
     _edit(path, "UPDATE events SET seq = seq + 1 WHERE session_id = 's' AND seq = 3")
-    with pytest.raises(StoreCorrupted, match=r"version 4\).*seq 4"):
-        _open(path)
+    # Before the snapshot the open loads: found where the whole history is folded.
+    with _open(path) as t, pytest.raises(StoreCorrupted, match=r"version 4\).*seq 4"):
+        t.messages()
 
 
 def test_a_foreign_trigger_on_the_log_refuses_writes_and_reads_go_on(path: Path) -> None:
