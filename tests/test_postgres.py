@@ -235,3 +235,51 @@ def test_a_connection_lost_during_commit_is_resolved_by_reading_the_head(
         assert store.head("s")[0] == 1  # the same store, on its new connection
         transcript.append(Message.user("two", id="u2"))
         assert [m.id for m in transcript.visible_messages().messages] == ["u1", "u2"]
+
+
+def _snapshotted(location: str) -> list[object]:
+    """A session with a full round (so a snapshot), its view."""
+    from tests.test_snapshots import _compacted
+
+    with Store.open(location, tokenizer="chars/4") as store:
+        return list(_compacted(store).visible_messages().messages)
+
+
+def test_the_server_refuses_a_snapshot_edited_in_place(location: str, postgres_cluster: Cluster) -> None:
+    view = _snapshotted(location)
+    with _raw(postgres_cluster) as conn:
+        conn.execute(f"SET search_path TO {_schema(location)}")
+        with pytest.raises(psycopg.errors.RaiseException, match="transcript-store: snapshots"):
+            conn.execute("UPDATE snapshots SET payload = '{}'")
+        # Past the guard, as a superuser could: the open passes over it and verify names it.
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE snapshots SET payload = replace(payload, '\"history\":', '\"history\": ')")
+    assert [problem.code for problem in verify(location).problems] == ["snapshot_damaged"]
+    with Store.open(location, tokenizer="chars/4") as store:
+        assert list(store.session("s").visible_messages().messages) == view
+    with _raw(postgres_cluster) as conn:
+        conn.execute(f"DROP TRIGGER snapshots_refuse_update ON {_schema(location)}.snapshots")
+    assert "guard_missing" in {problem.code for problem in verify(location).problems}
+
+
+def test_a_schema_from_before_snapshots_is_read_as_is_and_migrated_by_a_writer(
+    location: str, postgres_cluster: Cluster
+) -> None:
+    view = _snapshotted(location)
+    schema_name = _schema(location)
+    with _raw(postgres_cluster) as conn:  # the schema as the release before snapshots left it
+        conn.execute(f"DROP TABLE {schema_name}.snapshots")
+        conn.execute(f"DELETE FROM {schema_name}._transcript_migrations WHERE name = '0002_snapshots'")
+    with Store.open(location, readonly=True, tokenizer="chars/4") as store:
+        assert list(store.session("s").visible_messages().messages) == view
+    assert verify(location).ok
+    with _raw(postgres_cluster) as conn:
+        assert pgschema.applied(conn, schema_name) == ["0001_initial"]
+    with Store.open(location, tokenizer="chars/4") as store:
+        t = store.session("s")
+        assert list(t.visible_messages().messages) == view
+        assert t.compact(budget_tokens=3_000, force=True).outcome == "full_applied"
+        assert isinstance(store.events, EventLog) and store.events.snapshot("s") is not None
+    with _raw(postgres_cluster) as conn:
+        assert pgschema.applied(conn, schema_name) == list(pgschema.KNOWN)
+    assert verify(location).ok

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tests.backends import MEMORY, SQLITE_FILE, SQLITE_MEMORY, OnBackend
+from tests.backends import MEMORY, POSTGRES, SQLITE_FILE, SQLITE_MEMORY, OnBackend
 from transcript import ConflictError, Message, Store, ToolCall, Transcript, verify
 from transcript.session import snapshots
 from transcript.store.log import EventLog
@@ -68,15 +68,18 @@ class SnapshotBehaviour(OnBackend):
     """The same on every backend that a second open shares."""
 
     @pytest.fixture
-    def location(self, tmp_path: Path) -> Iterator[str]:
+    def location(self, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
         if not self.backend.shared:
             pytest.skip(f"{self.backend.name}: a reopen is another store")
-        location = self.backend.location(tmp_path)
+        cluster = request.getfixturevalue("postgres_cluster") if self.backend is POSTGRES else None
+        location = self.backend.location(tmp_path, cluster)
         yield location
         if location.startswith("memory://"):
             from transcript.store.memory import MemoryRecorder
 
             MemoryRecorder.discard(location)
+        if cluster is not None:
+            cluster.drop_schema(location)
 
     def test_a_reopen_reads_only_the_bodies_its_view_shows(self, location: str) -> None:
         with Store.open(location, tokenizer="chars/4") as store:
@@ -175,6 +178,10 @@ class TestSqliteMemorySnapshots(SnapshotBehaviour):
 
 class TestMemorySnapshots(SnapshotBehaviour):
     backend = MEMORY
+
+
+class TestPostgresSnapshots(SnapshotBehaviour):
+    backend = POSTGRES
 
 
 def _tamper(path: Path, sql: str) -> None:

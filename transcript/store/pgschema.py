@@ -1,9 +1,10 @@
 """The PostgreSQL schema, as named migrations recorded in `_transcript_migrations`.
 
 The same concepts as the SQLite file's schema: `bodies` (shared by the sessions that hold them),
-`events` (each session's chained log; append rows carry the `seq -> message_id` history) and
-`heads` (each session's last version and hash, moved forward only). Triggers make the database itself
-refuse UPDATE, DELETE and TRUNCATE of stored rows and a head that moves back. Migrations run in one
+`events` (each session's chained log; append rows carry the `seq -> message_id` history), `heads`
+(each session's last version and hash, moved forward only) and `snapshots` (each session's fold at a
+version, derived from the log). Triggers make the database itself refuse UPDATE, DELETE and TRUNCATE
+of stored rows, a head that moves back and a snapshot edited in place. Migrations run in one
 transaction under an advisory lock, so two workers opening a new store at once never migrate it
 twice; a store that records a migration this release does not know is refused.
 """
@@ -20,7 +21,7 @@ from transcript.store import migrations
 
 MIGRATION_SET: Final = "transcript-store-postgres"
 MIGRATIONS_TABLE: Final = "_transcript_migrations"
-LOG_TABLES: Final = ("bodies", "events", "heads")
+LOG_TABLES: Final = ("bodies", "events", "heads", "snapshots")
 
 _TABLES: Final = (
     # JSON is kept as text, byte for byte what the hashes cover (not jsonb, which rewrites it).
@@ -80,17 +81,51 @@ GUARDS: Final = {
     "heads_refuse_backwards": ("heads", "BEFORE UPDATE", "ROW", "transcript_head_forward"),
 }
 GUARD_FUNCTIONS: Final = ("transcript_refuse_edit", "transcript_head_forward")
+# 0002: snapshots of each session's fold, which an open loads instead of folding the whole log. They
+# are derived (`verify` checks each against a fold of the log), so a newer one replaces the older
+# (deleted, never edited: a row holds what was inserted or is gone) and redaction may drop them.
+SNAPSHOTS: Final = """
+    CREATE TABLE snapshots (
+        session_id text NOT NULL,
+        version bigint NOT NULL,
+        hash text NOT NULL,
+        payload text NOT NULL,
+        digest text NOT NULL,
+        PRIMARY KEY (session_id, version)
+    )
+"""
+SNAPSHOT_GUARDS: Final = {
+    "snapshots_refuse_update": ("snapshots", "BEFORE UPDATE", "ROW", "transcript_refuse_edit"),
+}
 
 
-def _guard_statements() -> list[str]:
+def _guard_statements(guards: dict[str, tuple[str, str, str, str]]) -> list[str]:
     return [
         f"CREATE TRIGGER {name} {when} ON {table} FOR EACH {each} EXECUTE FUNCTION {function}()"
-        for name, (table, when, each, function) in GUARDS.items()
+        for name, (table, when, each, function) in guards.items()
     ]
 
 
-MIGRATIONS: Final = (("0001_initial", (*_TABLES, REFUSE_FUNCTION, FORWARD_FUNCTION, *_guard_statements())),)
+SNAPSHOTS_MIGRATION: Final = "0002_snapshots"
+MIGRATIONS: Final = (
+    ("0001_initial", (*_TABLES, REFUSE_FUNCTION, FORWARD_FUNCTION, *_guard_statements(GUARDS))),
+    (SNAPSHOTS_MIGRATION, (SNAPSHOTS, *_guard_statements(SNAPSHOT_GUARDS))),
+)
 KNOWN: Final = tuple(name for name, _ in MIGRATIONS)
+# Migrations a reader (a read-only open, `verify`) does without: a schema that awaits them is read as
+# it is (one without snapshots has none to load) and its guards are those its migrations made.
+READ_AS_IS: Final = frozenset((SNAPSHOTS_MIGRATION,))
+
+
+def readable_as_is(applied: tuple[str, ...]) -> bool:
+    """Whether a schema recording these migrations is one this release reads without migrating it."""
+    missing = {name for name in KNOWN if name not in applied}
+    return missing <= READ_AS_IS and applied == tuple(name for name in KNOWN if name not in missing)
+
+
+def guards_of(applied: tuple[str, ...]) -> dict[str, tuple[str, str, str, str]]:
+    """The guard triggers the migrations recorded create."""
+    return {**GUARDS, **(SNAPSHOT_GUARDS if SNAPSHOTS_MIGRATION in applied else {})}
 
 
 def _lock_key(schema: str) -> int:
@@ -138,7 +173,7 @@ def check(conn: psycopg.Connection[tuple[object, ...]], schema: str, *, can_migr
             raise StoreUnavailable(
                 f"there is no transcript store in schema {schema!r} (a read-only open never creates one)"
             )
-    if pending and not can_migrate:
+    if pending and not can_migrate and not set(pending) <= READ_AS_IS:
         raise SchemaError(
             f"schema {schema!r} needs migration {pending[0]!r}; open it once read-write to migrate it "
             "(a read-only open never migrates)"
@@ -173,10 +208,13 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
                 conn.execute(record, (MIGRATION_SET, name))
 
 
-def guard_problems(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> list[tuple[str, str]]:
-    """(code, detail) for each guard trigger that is missing, disabled or changed, for each guard
-    function whose body was changed, and for each trigger on the log's tables this release did not
-    create (it could change or drop a write)."""
+def guard_problems(
+    conn: psycopg.Connection[tuple[object, ...]], schema: str, guards: dict[str, tuple[str, str, str, str]] | None = None
+) -> list[tuple[str, str]]:
+    """(code, detail) for each guard trigger that is missing, disabled or changed (of `guards`, by
+    default every one this release creates), for each guard function whose body was changed, and for
+    each trigger on the log's tables this release did not create (it could change or drop a write)."""
+    guards = {**GUARDS, **SNAPSHOT_GUARDS} if guards is None else guards
     rows = conn.execute(
         "SELECT t.tgname, c.relname, t.tgenabled, p.proname FROM pg_trigger AS t "
         "JOIN pg_class AS c ON c.oid = t.tgrelid JOIN pg_namespace AS n ON n.oid = c.relnamespace "
@@ -185,7 +223,7 @@ def guard_problems(conn: psycopg.Connection[tuple[object, ...]], schema: str) ->
     ).fetchall()
     found = {str(name): (str(table), str(enabled), str(function)) for name, table, enabled, function in rows}
     problems = []
-    for name, (table, _, _, function) in GUARDS.items():
+    for name, (table, _, _, function) in guards.items():
         present = found.get(name)
         if present is None:
             problems.append(("guard_missing", f"trigger {name} was dropped"))
@@ -193,7 +231,7 @@ def guard_problems(conn: psycopg.Connection[tuple[object, ...]], schema: str) ->
             problems.append(("guard_changed", f"trigger {name} is disabled"))
         elif present[0] != table or present[2] != function:
             problems.append(("guard_changed", f"trigger {name} does not do what it must"))
-    for name in sorted(found.keys() - GUARDS.keys()):
+    for name in sorted(found.keys() - guards.keys()):
         if found[name][0] in LOG_TABLES:
             problems.append(("schema_foreign", f"trigger {name} was not created by transcript-store"))
     sources: dict[object, object] = dict(

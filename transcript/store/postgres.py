@@ -39,6 +39,7 @@ from transcript.store.recorder import (
     Problem,
     RecorderWrite,
     SessionRow,
+    SnapshotRow,
     StorageCheck,
 )
 
@@ -95,6 +96,7 @@ class PostgresRecorder:
         self._resolved = itertools.count(1)
         # Triggers on the log's tables this release did not make, found at open: no write while any is.
         self._foreign: list[str] = []
+        self._snapshots_table: bool | None = None  # whether the schema has it (0002), once known
 
     @property
     def location(self) -> str:
@@ -132,7 +134,7 @@ class PostgresRecorder:
                     )
                 if not verifying:
                     pending = pgschema.check(conn, target.schema, can_migrate=not readonly)
-                    if pending:
+                    if pending and not readonly:
                         pgschema.migrate(conn, target.schema)
                     foreign = pgschema.foreign_triggers(conn, target.schema)
         except BaseException:
@@ -247,6 +249,40 @@ class PostgresRecorder:
             "its schema), or copied into a file with `transcript copy`"
         )
 
+    def snapshots(self, session_id: str) -> Iterator[SnapshotRow]:
+        """The session's snapshots, newest first (none in a schema that predates them)."""
+        if not self._has_snapshots():
+            return iter(())
+        rows = self._all(
+            f"reading the snapshots of session {session_id!r}",
+            "SELECT version, hash, payload, digest FROM snapshots WHERE session_id = %s ORDER BY version DESC",
+            (session_id,),
+        )
+        return map(SnapshotRow._make, rows)
+
+    def scan_snapshots(self) -> Iterator[tuple[object, ...]]:
+        """Every snapshot row as stored, by session and version."""
+        if not self._has_snapshots():
+            return iter(())
+        return iter(
+            self._all(
+                "reading snapshots",
+                "SELECT session_id, version, hash, payload, digest FROM snapshots "
+                'ORDER BY session_id COLLATE "C", version',
+            )
+        )
+
+    def _has_snapshots(self) -> bool:
+        if self._snapshots_table is None:
+            self._snapshots_table = bool(
+                self._all(
+                    "reading the schema",
+                    "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'snapshots'",
+                    (self.schema,),
+                )
+            )
+        return self._snapshots_table
+
     def scan_bodies(self) -> Iterator[tuple[object, ...]]:
         return iter(self._all("reading bodies", f"SELECT {_BODY_COLUMNS} FROM bodies ORDER BY id"))
 
@@ -358,7 +394,9 @@ class PostgresRecorder:
         raise StoreCorrupted(f"{self.location}: a write was stored in part (a server fault)")
 
     def _insert(self, conn: Connection, write: RecorderWrite) -> None:
-        session_id, (version, head_hash), bodies, events = write
+        session_id, (version, head_hash), bodies, events, snapshot = write
+        if snapshot is not None:
+            self._insert_snapshot(conn, write, snapshot)
         if not events:
             return
         last = events[-1]
@@ -417,6 +455,26 @@ class PostgresRecorder:
             except psycopg.errors.UniqueViolation:
                 raise ConflictError(f"session {session_id!r} moved on while this write was made") from None
 
+    def _insert_snapshot(self, conn: Connection, write: RecorderWrite, snapshot: SnapshotRow) -> None:
+        """Store a snapshot, keeping only the newest one before it; a write of a snapshot alone must
+        find the session at its head (else `ConflictError`), held so no writer moves it meanwhile."""
+        session_id = write.session_id
+        if not write.events:
+            held = conn.execute(
+                "SELECT version, hash FROM heads WHERE session_id = %s FOR SHARE", (session_id,)
+            ).fetchone()
+            if held is None or (held[0], held[1]) != write.expected:
+                raise ConflictError(f"session {session_id!r} moved on while this snapshot was made")
+        conn.execute(
+            "DELETE FROM snapshots WHERE session_id = %s AND (version = %s OR version < (SELECT "
+            "coalesce(max(version), 0) FROM snapshots WHERE session_id = %s AND version < %s))",
+            (session_id, snapshot.version, session_id, snapshot.version),
+        )
+        conn.execute(
+            "INSERT INTO snapshots (session_id, version, hash, payload, digest) VALUES (%s, %s, %s, %s, %s)",
+            (session_id, snapshot.version, snapshot.hash, _text(snapshot.payload), snapshot.digest),
+        )
+
     @staticmethod
     def _head_in(conn: Connection, session_id: str) -> tuple[int, str] | None:
         row = conn.execute("SELECT version, hash FROM heads WHERE session_id = %s", (session_id,)).fetchone()
@@ -429,12 +487,12 @@ class PostgresRecorder:
         conn = self._connection()
         with pgconnect.translated(f"verifying {self.location}", self._target.secret):
             applied = tuple(pgschema.applied(conn, self.schema))
-            if applied != pgschema.KNOWN:
+            if not pgschema.readable_as_is(applied):
                 detail = f"migrations {list(applied)} recorded, this release expects {list(pgschema.KNOWN)}"
                 return StorageCheck(applied, [Problem(code="schema", detail=detail)], [], [])
             after = [
                 Problem(code=code, detail=detail)
-                for code, detail in pgschema.guard_problems(conn, self.schema)
+                for code, detail in pgschema.guard_problems(conn, self.schema, pgschema.guards_of(applied))
             ]
         return StorageCheck(applied, [], [], after)
 
