@@ -209,7 +209,9 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
 
 
 def guard_problems(
-    conn: psycopg.Connection[tuple[object, ...]], schema: str, guards: dict[str, tuple[str, str, str, str]] | None = None
+    conn: psycopg.Connection[tuple[object, ...]],
+    schema: str,
+    guards: dict[str, tuple[str, str, str, str]] | None = None,
 ) -> list[tuple[str, str]]:
     """(code, detail) for each guard trigger that is missing, disabled or changed (of `guards`, by
     default every one this release creates), for each guard function whose body was changed, and for

@@ -255,7 +255,8 @@ class PostgresRecorder:
             return iter(())
         rows = self._all(
             f"reading the snapshots of session {session_id!r}",
-            "SELECT version, hash, payload, digest FROM snapshots WHERE session_id = %s ORDER BY version DESC",
+            "SELECT version, hash, payload, digest FROM snapshots WHERE session_id = %s "
+            "ORDER BY version DESC",
             (session_id,),
         )
         return map(SnapshotRow._make, rows)
