@@ -135,6 +135,24 @@ class SnapshotBehaviour(OnBackend):
             version = t.version
             assert t.append(old) == old and t.version == version
 
+    def test_a_lazy_session_retracts_a_message_it_did_not_read_as_a_full_open_does(
+        self, location: str
+    ) -> None:
+        with Store.open(location, tokenizer="chars/4") as store:
+            t = _compacted(store)
+            old = next(
+                e.message.id for e in t.messages().entries if e.flags.excluded and e.message.role == "user"
+            )
+        with Store.open(location, tokenizer="chars/4") as store:
+            t = store.session("s")
+            view = t.visible_messages()
+            t.retract([old], reason="the user took it back")
+            flags = {e.message.id: e.flags for e in t.messages().entries}
+            assert flags[old].retracted and t.visible_messages().messages == view.messages
+            after = t.messages()
+        with Store.open(location, tokenizer="chars/4") as store:
+            assert store.session("s").messages() == after
+
     def test_a_snapshot_moves_no_version_and_a_second_writer_is_not_disturbed(self, location: str) -> None:
         with (
             Store.open(location, tokenizer="chars/4") as one,

@@ -467,7 +467,7 @@ class Transcript:
         then = check_items(then, Message, "then")
         check_text("reason", reason, limit=1_000)
         self._sync()
-        live = self._live
+        live = self._whole()  # any message of the history may be taken back, read or not
         ids = list(dict.fromkeys(check_items(message_ids, str, "message_ids")))
         for message_id in ids:
             position = live.positions.get(message_id)
