@@ -6,7 +6,7 @@ Migrations are recorded in order, so a name that differs where this release's ar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 from transcript.model.errors import SchemaError, StoreCorrupted
 
@@ -24,3 +24,10 @@ def pending(done: Sequence[str], known: Sequence[str], *, table: str, store: str
             "upgrade transcript-store to open it"
         )
     return [name for name in known if name not in done]
+
+
+def readable_as_is(applied: Sequence[str], known: Sequence[str], read_as_is: Set[str]) -> bool:
+    """Whether a store recording `applied` is one this release reads without migrating it: all of
+    `known`, or all but some a reader does without (`read_as_is`), in their order."""
+    missing = {name for name in known if name not in applied}
+    return missing <= read_as_is and tuple(applied) == tuple(name for name in known if name not in missing)

@@ -119,8 +119,7 @@ READ_AS_IS: Final = frozenset((SNAPSHOTS_MIGRATION,))
 
 def readable_as_is(applied: tuple[str, ...]) -> bool:
     """Whether a schema recording these migrations is one this release reads without migrating it."""
-    missing = {name for name in KNOWN if name not in applied}
-    return missing <= READ_AS_IS and applied == tuple(name for name in KNOWN if name not in missing)
+    return migrations.readable_as_is(applied, KNOWN, READ_AS_IS)
 
 
 def guards_of(applied: tuple[str, ...]) -> dict[str, tuple[str, str, str, str]]:

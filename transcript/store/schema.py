@@ -541,8 +541,7 @@ def check(conn: sqlite3.Connection, *, can_migrate: bool) -> list[str]:
 def readable_as_is(applied: tuple[str, ...]) -> bool:
     """Whether a file recording these migrations is one this release reads: all of them, or all but
     some that change no table (`READ_AS_IS`), in their order."""
-    missing = {name for name in KNOWN if name not in applied}
-    return missing <= READ_AS_IS and applied == tuple(name for name in KNOWN if name not in missing)
+    return migrations.readable_as_is(applied, KNOWN, READ_AS_IS)
 
 
 def migrate(conn: sqlite3.Connection, *, only: tuple[str, ...] | None = None) -> None:
