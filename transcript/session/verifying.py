@@ -44,7 +44,7 @@ def snapshot_problems(recorder: Recorder) -> list[Problem]:
         rows.setdefault(session_id, []).append((version, head, data, intact))
     log = EventLog(recorder)
     problems: list[Problem] = []
-    for session_id, kept in sorted(rows.items()):
+    for session_id, kept in sorted(rows.items(), key=lambda item: str(item[0])):
         try:
             problems.extend(check_snapshots(log, session_id, iter(kept)))
         except StoreCorrupted:  # a log too damaged to fold: the chain checks have named it

@@ -440,7 +440,7 @@ def _check_heads(
     """Each session's head row against its last event, and against the heads the caller kept (a head
     kept before an attestation is still the session's: only attestations follow it)."""
     lasts = {session_id: session.last for session_id, session in seen.items()}
-    for session_id in sorted(set(heads) | set(lasts)):
+    for session_id in sorted(set(heads) | set(lasts), key=str):
         head, last = heads.get(session_id), lasts.get(session_id)
         if head is None:
             problems.append(
@@ -486,7 +486,8 @@ def _check_body_order(stored: list[str], seen: dict[str, _Seen], problems: list[
     for session in seen.values():
         for message_id in set(session.appended):
             holders[message_id] = holders.get(message_id, 0) + 1
-    for session_id, session in sorted(seen.items()):
+    # By id as text: a damaged row may hold an id of another type (a blob), which does not compare.
+    for session_id, session in sorted(seen.items(), key=lambda item: str(item[0])):
         own = [rank[m] for m in session.appended if holders.get(m) == 1 and m in rank]
         for before, after in itertools.pairwise(own):
             if after < before:
