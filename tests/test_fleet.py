@@ -135,6 +135,9 @@ def test_a_fleet_with_kills_loses_duplicates_and_drifts_nothing(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()  # a failed run leaves no open pipe to the next test
     try:
         _check(location, journals, kills, conflicts)
     finally:

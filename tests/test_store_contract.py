@@ -8,7 +8,7 @@ must do for an agent loop — compact, reopen, fork, restore, replay — with th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import ClassVar
 
@@ -251,6 +251,22 @@ class SessionContract(OnBackend):
         assert [m.id for m in second.stored_messages()][-1] == "more"
         second.append(Message.user("from the other", id="other"))
         assert first.stored_messages()[-1].id == "other"
+
+    def test_two_loops_starting_one_session_get_a_conflict_not_a_clash_of_ids(
+        self, store: Store, location: str
+    ) -> None:
+        # Two processes open the same empty session and both start it with the same ids; the
+        # second one's message differs in its time, so it is not the stored record.
+        first = store.session("shared", create=True)
+        second = self._reopened(store, location).session("shared", create=True)
+        first.append(Message.system("You are a coding agent.", id="shared-system"))
+        later = datetime(2026, 1, 1, tzinfo=UTC)
+        again = Message.system("You are a coding agent.", id="shared-system", created_at=later)
+        with pytest.raises(ConflictError):
+            second.append(again)
+        assert [m.id for m in second.stored_messages()] == ["shared-system"]
+        with pytest.raises(DuplicateMessage):
+            second.append(again)
 
     def test_a_served_view_replays_without_drift(self, store: Store) -> None:
         from transcript.session.replay import check_served, timeline

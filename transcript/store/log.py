@@ -419,12 +419,20 @@ class EventLog:
             head = self.head(session_id)
         version, prev = head
         if version != expected_version:
-            raise ConflictError(
-                f"session {session_id!r} is at version {version}, this write expected "
-                f"{expected_version}; nothing was written (catch up and retry)"
-            )
+            raise _conflict(session_id, version, expected_version)
         appended = [event for event in events if isinstance(event, MessageAppended)]
-        new_bodies, reused, records = self._new_bodies(appended, bodies, adding) if appended else ([], {}, {})
+        try:
+            new_bodies, reused, records = (
+                self._new_bodies(appended, bodies, adding) if appended else ([], {}, {})
+            )
+        except DuplicateMessage:
+            # The head above may be this process's cached one: another writer may have moved the
+            # session and stored these very ids (two loops starting one session at once). That is
+            # a conflict to catch up on, not a clash of ids.
+            moved = self.head(session_id)[0]
+            if moved != expected_version:
+                raise _conflict(session_id, moved, expected_version) from None
+            raise
         rows = []
         for position, event in enumerate(events):
             if isinstance(event, MessageAppended):
@@ -679,6 +687,13 @@ def _counts(row: BodyRow) -> tuple[int, ...]:
             f"bodies row (message {row.message_id!r}): its token counts cannot be read"
         ) from exc
     return counts
+
+
+def _conflict(session_id: str, version: int, expected: int) -> ConflictError:
+    return ConflictError(
+        f"session {session_id!r} is at version {version}, this write expected {expected}; "
+        "nothing was written (catch up and retry)"
+    )
 
 
 def _history_bodies(session_id: str, rows: Iterable[HistoryRow]) -> list[StoredBody]:
