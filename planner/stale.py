@@ -14,9 +14,8 @@ frozen in the directive, so the view renders the same forever.
 
 from __future__ import annotations
 
-import bisect
 import json
-from collections.abc import Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import Final
 
 from planner.config import CompactConfig
@@ -55,31 +54,42 @@ def read_path(call: ToolCall) -> str:
     return ""
 
 
+class UsedAfter(Container[str]):
+    """The facts used after a seq: `fact in used` holds when the fact's latest use comes later."""
+
+    __slots__ = ("_last_use", "_seq")
+
+    def __init__(self, last_use: Mapping[str, int], seq: int) -> None:
+        self._last_use = last_use
+        self._seq = seq
+
+    def __contains__(self, fact: object) -> bool:
+        return isinstance(fact, str) and self._last_use.get(fact, -1) > self._seq
+
+
 class StaleContext:
     """What policy 3 reads beyond an output itself, for the outputs of one plan: the facts the agent
     used after each of them, and the reads a later call repeats. Built from the snapshot's entries
     from `start` on (the plan's window and what follows it)."""
 
     def __init__(self, snapshot: TranscriptSnapshot, start: int) -> None:
-        uses: list[tuple[int, frozenset[str]]] = []
+        # Each fact's latest use: what is used after a seq is then one look-up per fact asked
+        # about, where a union per message would copy a growing set once for every message.
+        self._last_use: dict[str, int] = {}
         self._latest_read: dict[tuple[str, str], int] = {}
         for entry in snapshot.entries[start:]:
             message = entry.message
             if message.role != "assistant" or entry.flags.excluded:
                 continue
-            uses.append((entry.seq, frozenset(used_facts(message))))
+            self._last_use.update(dict.fromkeys(used_facts(message), entry.seq))
             for call in message.tool_calls:
                 key = read_key(call)
                 if key is not None:
                     self._latest_read[key] = entry.seq
-        self._seqs = [seq for seq, _ in uses]
-        self._after: list[frozenset[str]] = [frozenset()] * (len(uses) + 1)
-        for index in range(len(uses) - 1, -1, -1):
-            self._after[index] = self._after[index + 1] | uses[index][1]
 
-    def used_after(self, seq: int) -> frozenset[str]:
+    def used_after(self, seq: int) -> UsedAfter:
         """The facts the agent used in assistant messages after `seq`."""
-        return self._after[bisect.bisect_right(self._seqs, seq)]
+        return UsedAfter(self._last_use, seq)
 
     def superseded(self, call: ToolCall | None, step_seq: int) -> str:
         """The pointer for a read that a later call repeats ("" when none does, or it is no read)."""
@@ -93,7 +103,7 @@ class StaleContext:
         return f"superseded: {what} read again later with the same arguments; that read shows it now"
 
 
-def kept_lines(text: str, used: frozenset[str], config: CompactConfig) -> tuple[tuple[int, ...], str]:
+def kept_lines(text: str, used: Container[str], config: CompactConfig) -> tuple[tuple[int, ...], str]:
     """What an excerpt keeps of `text` besides its head and tail: the lines holding facts in `used`,
     the ones naming most of them first (then the earliest), at most `excerpt_lines`; and an index of
     the other facts the omitted part names — those the agent used first, then the most frequent —
@@ -107,7 +117,7 @@ def kept_lines(text: str, used: frozenset[str], config: CompactConfig) -> tuple[
         if start + len(line) <= head or start >= tail or not line.strip():
             continue
         found = facts(line)
-        score = len(found & used)
+        score = sum(fact in used for fact in found)
         if score and config.excerpt_lines > 0:
             scored.append((-score, index))
         omitted.append(found)
@@ -117,7 +127,7 @@ def kept_lines(text: str, used: frozenset[str], config: CompactConfig) -> tuple[
 
 
 def _index(
-    omitted: list[set[str]], lines: tuple[int, ...], text: str, used: frozenset[str], room: int
+    omitted: list[set[str]], lines: tuple[int, ...], text: str, used: Container[str], room: int
 ) -> str:
     """The facts of the omitted lines not in the kept ones, as "a, b, c", within `room` characters."""
     if room <= 0:
@@ -148,7 +158,7 @@ def excerpt(
     text: str,
     tokens: int,
     config: CompactConfig,
-    used: frozenset[str],
+    used: Container[str],
 ) -> tuple[DirectiveEntry, int]:
     """An excerpt of one stale text (see the module docstring), with its estimated saving."""
     lines, index_text = kept_lines(text, used, config)
