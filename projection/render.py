@@ -196,7 +196,8 @@ def apply_directive(
 ) -> tuple[Message, list[DirectiveEntry]]:
     """The message as its directive renders it, and the entries that applied.
 
-    Signed reasoning is never shortened when the provider requires it whole. Raises `RenderError`
+    Signed reasoning is never shortened when the provider requires it whole; a redacted part renders
+    as its tombstone, whatever a directive written before the redaction says. Raises `RenderError`
     when the directive does not fit the message.
     """
     renderer = _RENDERERS.get(directive.policy_version)
@@ -210,6 +211,8 @@ def apply_directive(
             raise RenderError(f"directive targets part {index}, the message has {len(parts)}")
         part = parts[index]
         if caps.requires_signed_reasoning and isinstance(part, ReasoningPart) and part.signature:
+            continue
+        if index in message.redacted:
             continue
         parts[index] = renderer(part, entry)
         applied.append(entry)

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from transcript.cli import compaction, history, reporting, serve, sessions, simulation, transfer
+from transcript.cli import compaction, history, redaction, reporting, serve, sessions, simulation, transfer
 from transcript.cli.files import write_private
 from transcript.cli.options import EXIT_CHECK_FAILED, remember_db
 from transcript.cli.output import safe, sink
@@ -94,6 +94,10 @@ for command in (
     history.verify,
     serve.mcp_command,
     reporting.report,
+    redaction.redact,
+    redaction.erase,
+    redaction.purge,
+    redaction.scan_secrets,
 ):
     cli.add_command(command)
 

@@ -122,7 +122,9 @@ def _diff(store: Store, sid: str, points: tuple[str, str], fmt: str) -> None:
 def _verify_served(store: Store, sid: str, fmt: str) -> None:
     result = check_served(store.events, sid)
     lines = [f"session {safe(sid)}: {result.verified} served views re-rendered, {len(result.drifts)} drifted"]
-    lines += [f"  point {d.point}: {safe(d.detail)}" for d in result.drifts]
+    if result.redacted:
+        lines[0] += f", {len(result.redacted)} redacted since"
+    lines += [f"  point {d.point}: {safe(d.detail)}" for d in (*result.drifts, *result.redacted)]
     emit(result, fmt, text=lines)
     if not result.ok:
         raise SystemExit(EXIT_CHECK_FAILED)

@@ -108,3 +108,13 @@ class PromptTooLong(TranscriptError):
 class WriteRefused(TranscriptError, TypeError):
     """The event store does not take this write from this caller: marks, summaries and compaction
     records are written only through the mutator's writer capability."""
+
+
+class RedactedContent(DuplicateMessage):
+    """A write would bring back content a redaction removed (a restored document, a re-import of the
+    original): the store holds that message as a tombstone, and nothing was written."""
+
+
+class SecretFound(TranscriptError, ValueError):
+    """A message holds what looks like a secret (an API key, a private key) and the store was opened
+    to refuse them at append (`secrets="refuse"`); nothing was written. The error never quotes it."""

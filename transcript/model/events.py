@@ -224,8 +224,54 @@ class UsageRecorded(_Event, tag="usage_recorded", frozen=True):
     message_id: str | None = None
 
 
+class RedactedBody(Value, frozen=True):
+    """One body a redaction rewrote: the parts it replaced whole by the tombstone (`parts`) or scrubbed
+    of quotes (`scrubbed`: a summary that quoted what was removed), and the content hash and record
+    digest of the body as rewritten — what the store must hold from then on."""
+
+    message_id: str
+    hash: str
+    record: str
+    parts: tuple[int, ...] = ()
+    scrubbed: tuple[int, ...] = ()
+
+
+class MessageRedacted(_Event, tag="message_redacted", frozen=True):
+    """The one audited change of stored content: `message_id` (its `parts`, or all of it) was replaced
+    by the tombstone, for `reason`, by `by` (the event's time says when).
+
+    Written in every session that holds a rewritten body, in the transaction that rewrites it.
+    `bodies` are the bodies of this session it rewrote (the message; summaries quoting it); `events`
+    the earlier events of this session whose payload it rewrote (a checkpoint quoting it, a stored
+    error), as `(version, digest of the new payload)`. `removed` is a salted digest of what was
+    removed (the salt is given to the caller, never stored).
+    """
+
+    message_id: str
+    reason: str
+    by: str = ""
+    parts: tuple[int, ...] = ()
+    bodies: tuple[RedactedBody, ...] = ()
+    events: tuple[tuple[int, str], ...] = ()
+    removed: str = ""
+
+
+class SessionErased(_Event, tag="session_erased", frozen=True):
+    """The session's whole log before this event was erased, for `reason`, by `by`: it held `version`
+    events whose last hash was `head` (this event chains from it), and `bodies` bodies no other session
+    held were deleted with it."""
+
+    reason: str
+    version: int
+    head: str
+    by: str = ""
+    bodies: int = 0
+
+
 Event: TypeAlias = (
     MessageAppended
+    | MessageRedacted
+    | SessionErased
     | RecordsAttested
     | RestoredFrom
     | MessageMarked

@@ -35,6 +35,7 @@ class _HashedContent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     kind: MessageKind = "message"
     anchor: str | None = None
     parts: tuple[Part, ...]
+    redacted: tuple[int, ...] = ()
 
 
 _ENCODER: Final = msgspec.json.Encoder()
@@ -42,7 +43,13 @@ _ENCODER: Final = msgspec.json.Encoder()
 
 def body_hash(message: Message) -> str:
     """The content hash of a message body (hex sha256)."""
-    content = _HashedContent(role=message.role, kind=message.kind, anchor=message.anchor, parts=message.parts)
+    content = _HashedContent(
+        role=message.role,
+        kind=message.kind,
+        anchor=message.anchor,
+        parts=message.parts,
+        redacted=message.redacted,
+    )
     return _sha256(_ENCODER.encode(content)).hexdigest()
 
 
@@ -72,4 +79,19 @@ def record_digest(body: bytes, tokens: bytes, tokenizer: str) -> str:
     digest.update(tokens)
     digest.update(b"\n")
     digest.update(body)
+    return digest.hexdigest()
+
+
+def payload_digest(payload: bytes) -> str:
+    """The digest of an event payload a redaction rewrote (hex sha256): the redaction event names it,
+    so the chain pins the rewritten bytes as it pinned the original ones."""
+    return _sha256(payload).hexdigest()
+
+
+def salted_digest(salt: bytes, data: bytes) -> str:
+    """A digest of removed content under a random salt that is never stored (hex sha256): whoever kept
+    the salt can show what was removed; nobody can test a guess against what is stored."""
+    digest = _sha256(b"transcript-store removed\n")
+    digest.update(salt)
+    digest.update(data)
     return digest.hexdigest()

@@ -215,6 +215,9 @@ class Message(Value, frozen=True):
     kind: MessageKind = "message"
     anchor: str | None = None
     metadata: dict[str, Any] | None = None
+    # The parts a redaction rewrote (`transcript.model.redaction`), in order: the one audited change of a
+    # stored body. Empty for every body never redacted (and then left out of its bytes).
+    redacted: tuple[int, ...] = ()
 
     @classmethod
     def system(cls, text: str, *, id: str | None = None, created_at: datetime | None = None) -> Message:
@@ -372,6 +375,13 @@ def check_message(message: Message) -> None:
         raise InvalidMessage(f"{where}: only a summary message has an anchor")
     if not message.parts:
         raise InvalidMessage(f"{where}: a message needs at least one part")
+    if message.redacted and (
+        list(message.redacted) != sorted(set(message.redacted))
+        or not all(0 <= index < len(message.parts) for index in message.redacted)
+    ):
+        raise InvalidMessage(
+            f"{where}: redacted names parts {message.redacted!r}, not ascending parts it has"
+        )
     allowed = _ALLOWED_PARTS[message.role]
     call_ids: set[str] = set()
     for index, part in enumerate(message.parts):

@@ -47,8 +47,10 @@ from transcript.model.events import (
     Event,
     MessageAppended,
     MessagesExcluded,
+    MessageRedacted,
     ProcessesSet,
     ProviderCaps,
+    SessionErased,
     TitleSet,
     UsageRecorded,
 )
@@ -61,6 +63,7 @@ from transcript.model.snapshot import Entry, TranscriptSnapshot
 from transcript.model.usage import Calibration, Usage
 from transcript.session.arguments import check_text, checked_processes
 from transcript.session.fold import LiveSession
+from transcript.session.redacting import redact_in
 from transcript.session.status import Overview, Status
 from transcript.store.backends import open_backend
 from transcript.store.bodies import counted, prepare
@@ -79,6 +82,7 @@ if TYPE_CHECKING:
     from transcript.model.state import SessionState
     from transcript.session.billing import Billing
     from transcript.session.overflow import ModelCall
+    from transcript.store.port import Redaction
 
 T = TypeVar("T")
 # How often recording a served view retries when another writer moves the session on meanwhile.
@@ -544,6 +548,26 @@ class Transcript:
             hint = self._live.cache_hint(view, served)
             return view if hint is None else msgspec.structs.replace(view, cache=hint)
         raise ConflictError(f"session {self.session_id!r} kept changing while its view was being recorded")
+
+    @_locked
+    def redact(
+        self,
+        message_id: str,
+        *,
+        reason: str,
+        parts: Sequence[int] | None = None,
+        by: str | None = None,
+    ) -> Redaction:
+        """Replace a message of this session (or its `parts`) by the tombstone `[redacted: REASON]`,
+        in every session that holds it, with every copy that quotes it — the one audited change of a
+        stored body (`Store.redact`). The view shows the tombstone from then on."""
+        check_type(message_id, str, "message_id")
+        self._sync()
+        if message_id not in self._live.positions:
+            raise InvalidArgument(f"message {message_id!r} is not in session {self.session_id!r}")
+        done = redact_in(self.events, message_id, reason=reason, parts=parts, by=by)
+        self._reload()
+        return done
 
     @property
     @_locked
@@ -1093,11 +1117,21 @@ class Transcript:
         self._snapshot_at = live.version
         self._seen = done.token
 
+    def _reload(self) -> None:
+        """Read the whole session again: a redaction or an erasure rewrote what was folded."""
+        self._live = LiveSession(self.session_id, self.tokenizer)
+        self._snapshot_at = 0
+        self._load()
+        self._drained = len(self._live.results)
+
     def _sync(self, *, force: bool = False) -> None:
         token = self.events.change_token()
         if token == self._seen and not force:
             return
         events, bodies = self.events.read_since(self.session_id, self._live.version)
+        if any(isinstance(event, (MessageRedacted, SessionErased)) for _, event in events):
+            self._reload()
+            return
         with _folding(self.session_id):
             for version, event in events:
                 self._live.apply(version, event, bodies)

@@ -23,6 +23,7 @@ from transcript.model.events import (
     MessageAppended,
     MessageMarked,
     MessagesExcluded,
+    MessageRedacted,
     ViewServed,
 )
 from transcript.model.result import CompactResult
@@ -54,10 +55,13 @@ class Drift(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class ServedCheck(msgspec.Struct, frozen=True, kw_only=True):
-    """How many served-view records were re-rendered, and every one that drifted."""
+    """How many served-view records were re-rendered, every one that drifted, and every one that no
+    longer renders because a message it showed was redacted since (`redacted`: not drift — the
+    redaction event, named in the detail, changed what was stored)."""
 
     verified: int
     drifts: tuple[Drift, ...]
+    redacted: tuple[Drift, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -263,6 +267,13 @@ def served_check(replayer: Replayer) -> ServedCheck:
     served: list[str] = []
     verified = 0
     drifts: list[Drift] = []
+    redacted: list[Drift] = []
+    # Where each rewritten body was redacted (its first redaction event), to tell it from drift.
+    redactions: dict[str, int] = {}
+    for record in replayer.records:
+        if isinstance(record.event, MessageRedacted):
+            for entry in record.event.bodies:
+                redactions.setdefault(entry.message_id, record.version)
     for record in replayer.records:
         event = record.event
         if not isinstance(event, ViewServed):
@@ -280,9 +291,17 @@ def served_check(replayer: Replayer) -> ServedCheck:
             length = len(all_digests)
         if view_hash != event.view_hash or event.length != length:
             digests = digest_view(view.messages)[1]
-            drifts.append(_first_drift(record.version, view, digests, served, event))
+            drift = _first_drift(record.version, view, digests, served, event)
+            since = [redactions[m.id] for m in view.messages if redactions.get(m.id, 0) > record.version]
+            if since:
+                detail = (
+                    f"redacted since: event {min(since)} (message_redacted) rewrote what this view showed"
+                )
+                redacted.append(msgspec.structs.replace(drift, detail=detail))
+            else:
+                drifts.append(drift)
         replayer.apply(record)
-    return ServedCheck(verified=verified, drifts=tuple(drifts))
+    return ServedCheck(verified=verified, drifts=tuple(drifts), redacted=tuple(redacted))
 
 
 def _first_drift(

@@ -18,8 +18,9 @@ from transcript.model.message import Message
 from transcript.model.state import SessionState
 from transcript.session.facade import Transcript, check_session_id, check_settings
 from transcript.session.importing import ImportReport, import_file
+from transcript.session.redacting import erase_in, redact_in
 from transcript.store.backends import open_backend
-from transcript.store.port import EventStore, SearchHit, SessionInfo
+from transcript.store.port import Erasure, EventStore, Purged, Redaction, SearchHit, SessionInfo
 from transcript.tokens import CL100K, TokenCounter, get_counter
 
 
@@ -105,6 +106,33 @@ class Store:
         if session_id is not None:
             check_session_id(session_id)
         return self.events.search(phrase, session_id=session_id, limit=limit)
+
+    def redact(
+        self,
+        message_id: str,
+        *,
+        reason: str,
+        parts: Sequence[int] | None = None,
+        by: str | None = None,
+    ) -> Redaction:
+        """Replace a stored message (or its `parts`) by the tombstone `[redacted: REASON]` in every
+        session that holds it, and scrub every copy that quotes it — summaries, checkpoints, stored
+        errors, the search index — in one transaction that records a `message_redacted` event in each
+        of those sessions; then make the removed bytes unreadable in the file, its WAL and its free
+        pages (`Redaction.bytes_gone` says whether they are; a reader holding the WAL open keeps them
+        until it lets go: then `purge()`). `by` names who redacts (default: this process's user)."""
+        return redact_in(self.events, message_id, reason=reason, parts=parts, by=by)
+
+    def erase(self, session_id: str, *, reason: str, by: str | None = None) -> Erasure:
+        """Remove a whole session the same audited way: its log becomes one `session_erased` event
+        (chained from its old head), its bodies are deleted unless another session holds them, and
+        the file is compacted. Every other session keeps its view and verifies."""
+        check_session_id(session_id)
+        return erase_in(self.events, session_id, reason=reason, by=by)
+
+    def purge(self) -> Purged:
+        """Make removed bytes unreadable again (after a reader that held the WAL open let go)."""
+        return self.events.purge()
 
     def has_session(self, session_id: str) -> bool:
         """Whether the file holds any event of this session."""

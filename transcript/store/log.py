@@ -29,6 +29,8 @@ from transcript.model.errors import (
     ConflictError,
     DuplicateMessage,
     InvalidArgument,
+    RedactedContent,
+    SessionNotFound,
     StoreCorrupted,
     StoreReadOnly,
     StoreUnavailable,
@@ -42,15 +44,20 @@ from transcript.model.events import (
     MessageAppended,
     MessageMarked,
     MessagesExcluded,
+    MessageRedacted,
     RecordsAttested,
+    SessionErased,
 )
 from transcript.model.hashing import GENESIS, event_hash, record_digest, snapshot_digest
 from transcript.store.explained import unexplained_marks
 from transcript.store.port import (
     Committed,
+    Erasure,
     LoadedSession,
     LogRecord,
     NewBody,
+    Purged,
+    Redaction,
     SearchHit,
     SessionInfo,
     SessionWrite,
@@ -69,6 +76,7 @@ from transcript.store.recorder import (
     RecorderWrite,
     SnapshotRow,
 )
+from transcript.store.redaction import plan_redaction, who
 from transcript.store.writer import is_writer
 
 _TOKENS_ENCODER: Final = msgspec.json.Encoder()
@@ -378,9 +386,10 @@ class EventLog:
             refuse_unexplained_marks(writes)
         for write in writes:
             _check_times(write)
+        _refuse_audit_events(writes)
         if self.readonly:
             raise StoreReadOnly(f"{self.path} is open read-only; nothing was written")
-        recorded_at = datetime.now(UTC).isoformat(timespec="microseconds")
+        recorded_at = _now()
         for attempt in range(1, _BODY_ATTEMPTS + 1):
             rows: list[RecorderWrite] = []
             reused: list[dict[str, tuple[int, ...]]] = []
@@ -408,6 +417,102 @@ class EventLog:
         if self.anchor is not None:
             self.anchor.record({row.session_id: self._heads[row.session_id] for row in rows if row.events})
         return done
+
+    @_serialized
+    def redact(
+        self,
+        message_id: str,
+        *,
+        reason: str,
+        parts: Sequence[int] | None = None,
+        by: str | None = None,
+    ) -> Redaction:
+        """Replace a stored body's content (or `parts` of it) by the tombstone, in one transaction, in
+        every session that holds it, with the copies that quote it (`transcript.store.redaction`); then
+        purge the freed bytes. Other writers of those sessions get `ConflictError` and catch up."""
+        if self.readonly:
+            raise StoreReadOnly(f"{self.path} is open read-only; nothing was redacted")
+        author = who(by)
+        salt = os.urandom(16)
+        for attempt in range(1, _BODY_ATTEMPTS + 1):
+            recorded_at = _now()
+            with self.recorder.reading():
+                plan = plan_redaction(
+                    self.recorder, message_id, parts=parts, reason=reason, by=author, salt=salt
+                )
+                rows = [
+                    self._rows(SessionWrite(sid, self.head(sid)[0], [event], {}), recorded_at, {})[0]
+                    for sid, event in plan.events.items()
+                ]
+            try:
+                token = self.recorder.redact(rows, plan.bodies, plan.payloads)
+            except ConflictError:
+                for row in rows:
+                    self._heads.pop(row.session_id, None)
+                if attempt == _BODY_ATTEMPTS:
+                    raise
+                continue
+            break
+        heads = self._moved(rows)
+        purged = self.recorder.purge()
+        return Redaction(
+            message_id=message_id,
+            sessions=tuple(sorted(heads)),
+            versions={sid: head[0] for sid, head in heads.items()},
+            bodies=tuple(row.message_id for row in plan.bodies),
+            events=len(plan.payloads),
+            salt=salt.hex(),
+            purged=purged,
+            token=token,
+        )
+
+    @_serialized
+    def erase(self, session_id: str, *, reason: str, by: str | None = None) -> Erasure:
+        """Replace a session's whole log by one `session_erased` event chained from its head, delete the
+        bodies no other session holds, in one transaction; then purge the freed bytes."""
+        if self.readonly:
+            raise StoreReadOnly(f"{self.path} is open read-only; nothing was erased")
+        author = who(by)
+        recorded_at = _now()
+        with self.recorder.reading():
+            version, head = self.head(session_id)
+            if not version:
+                raise SessionNotFound(f"no session {session_id!r} in {self.path}; nothing was erased")
+            appended = [row.message_id for row in self.recorder.history(session_id) if row.message_id]
+            if not appended and version == 1:
+                only = list(self.recorder.events(session_id))
+                if only and only[0].kind == "session_erased":
+                    raise InvalidArgument(f"session {session_id!r} is already erased; nothing was erased")
+            holders = self.recorder.holders(appended)
+            alone = sorted(m for m in set(appended) if holders.get(m, set()) <= {session_id})
+            event = SessionErased(reason=reason, version=version, head=head, by=author, bodies=len(alone))
+            row = self._rows(SessionWrite(session_id, version, [event], {}), recorded_at, {})[0]
+        try:
+            token = self.recorder.erase(row, alone)
+        except ConflictError:
+            self._heads.pop(session_id, None)
+            raise
+        self._moved([row])
+        return Erasure(
+            session_id=session_id,
+            events=version,
+            bodies=len(alone),
+            purged=self.recorder.purge(),
+            token=token,
+        )
+
+    @_serialized
+    def purge(self) -> Purged:
+        """Try again to make removed bytes unreadable (after a reader that held the WAL let go)."""
+        return self.recorder.purge()
+
+    def _moved(self, rows: Sequence[RecorderWrite]) -> dict[str, tuple[int, str]]:
+        """Record the heads these committed rows moved to (and in the anchor file)."""
+        heads = {row.session_id: (row.events[-1].version, row.events[-1].hash) for row in rows if row.events}
+        self._heads.update(heads)
+        if self.anchor is not None:
+            self.anchor.record(heads)
+        return heads
 
     def _rows(
         self, write: SessionWrite, recorded_at: str, adding: dict[str, BodyRow]
@@ -475,6 +580,7 @@ class EventLog:
                 same = row.hash == event.body_hash and (body is None or stored_bytes(row.body) == body.data)
                 if not same:
                     _check_intact(row)
+                    _refuse_redacted(row)
                     raise DuplicateMessage(
                         f"message {event.message_id!r} is already stored with other content, time or "
                         "metadata; message ids are unique in a store (nothing was written)"
@@ -496,6 +602,33 @@ class EventLog:
             records[event.message_id] = digest
             new.append(row)
         return new, reused, records
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _refuse_audit_events(writes: Sequence[SessionWrite]) -> None:
+    """Redaction and erasure events are written only by `redact` and `erase`, with what they rewrite."""
+    for write in writes:
+        for event in write.events:
+            if isinstance(event, (MessageRedacted, SessionErased)):
+                raise WriteRefused(
+                    f"session {write.session_id!r}: a {event.kind} event is written only by "
+                    "Store.redact / Store.erase, in the transaction that rewrites what it names; "
+                    "nothing was written"
+                )
+
+
+def _refuse_redacted(row: BodyRow) -> None:
+    """`RedactedContent` when the stored body another record would match was redacted: the write
+    would bring back what the redaction removed."""
+    if b'"redacted":[' not in stored_bytes(row.body):
+        return
+    raise RedactedContent(
+        f"message {row.message_id!r} was redacted in this store; a write that brings back its content "
+        "is refused (nothing was written)"
+    )
 
 
 class HeadAnchor:

@@ -19,8 +19,8 @@ from typing import Final
 import msgspec
 
 from transcript.model.codec import MESSAGE_DECODER
-from transcript.model.errors import ConflictError, StoreReadOnly, StoreUnavailable
-from transcript.model.events import EVENT_DECODER, SessionStarted, TitleSet
+from transcript.model.errors import ConflictError, StoreCorrupted, StoreReadOnly, StoreUnavailable
+from transcript.model.events import EVENT_DECODER, MessageRedacted, SessionStarted, TitleSet
 from transcript.model.message import Message, opening_title
 from transcript.store import lease
 from transcript.store.port import SearchHit
@@ -31,6 +31,8 @@ from transcript.store.recorder import (
     EventRow,
     HistoryRow,
     Kinds,
+    PayloadRewrite,
+    Purged,
     RecorderWrite,
     SessionRow,
     SnapshotRow,
@@ -271,6 +273,79 @@ class MemoryRecorder:
             rows.commits += 1
             return rows.commits
 
+    # Redaction and erasure: the rewrites the event log planned, checked here as the guards check them.
+
+    def holders(self, message_ids: Sequence[str]) -> dict[str, set[str]]:
+        wanted = set(message_ids)
+        found: dict[str, set[str]] = {}
+        with self._rows.lock:
+            for session_id, log in self._rows.events.items():
+                for row in log:
+                    if row.kind == _APPENDED and row.message_id in wanted:
+                        found.setdefault(row.message_id, set()).add(session_id)
+        return found
+
+    def redact(
+        self, writes: Sequence[RecorderWrite], bodies: Sequence[BodyRow], payloads: Sequence[PayloadRewrite]
+    ) -> int:
+        """Insert the redaction events and apply the rewrites they name, or nothing."""
+        if self.readonly:
+            raise StoreReadOnly(f"{self.location} is open read-only; nothing was redacted")
+        rows = self._rows
+        with rows.lock:
+            named_bodies = {
+                (entry.message_id, entry.hash, entry.record)
+                for write in writes
+                for event in write.events
+                for entry in _redaction(event).bodies
+            }
+            named_events = {
+                (write.session_id, version)
+                for write in writes
+                for event in write.events
+                for version, _ in _redaction(event).events
+            }
+            for body in bodies:
+                if (
+                    body.message_id not in rows.bodies
+                    or (body.message_id, body.hash, body.digest) not in named_bodies
+                ):
+                    raise StoreCorrupted(f"bodies: a rewrite of {body.message_id!r} no redaction event names")
+            for rewrite in payloads:
+                if (rewrite.session_id, rewrite.version) not in named_events:
+                    raise StoreCorrupted(
+                        f"events: a rewrite of session {rewrite.session_id!r} no redaction names"
+                    )
+            token = self.insert(writes)
+            for body in bodies:
+                rows.bodies[body.message_id] = body._replace(tokens=_text(body.tokens), body=_text(body.body))
+            for write in writes:
+                rows.snapshots.pop(write.session_id, None)  # folds of what was rewritten: derived
+            for rewrite in payloads:
+                log = rows.events[rewrite.session_id]
+                index = bisect.bisect_left(log, rewrite.version, key=lambda row: row.version)
+                log[index] = log[index]._replace(payload=_text(rewrite.payload))
+            return token
+
+    def erase(self, write: RecorderWrite, bodies: Sequence[str]) -> int:
+        """Insert the erasure event, drop the session's earlier events and the bodies no one holds."""
+        if self.readonly:
+            raise StoreReadOnly(f"{self.location} is open read-only; nothing was erased")
+        rows = self._rows
+        with rows.lock:
+            token = self.insert([write])
+            rows.events[write.session_id] = rows.events[write.session_id][-1:]
+            rows.snapshots.pop(write.session_id, None)
+            held = self.holders(bodies)
+            for message_id in bodies:
+                if message_id in held:
+                    raise StoreCorrupted(f"bodies: {message_id!r} is still held; nothing is erased past it")
+                rows.bodies.pop(message_id, None)
+            return token
+
+    def purge(self) -> Purged:
+        return Purged(True, "the in-process recorder keeps nothing on disk")
+
     def _check_append_only(self, write: RecorderWrite, adding: set[str]) -> None:
         """Refuse any row that names a stored key: a stored row is never replaced."""
         for body in write.bodies:
@@ -283,6 +358,11 @@ class MemoryRecorder:
             if event.version != expected:
                 raise ConflictError(f"session {write.session_id!r} moved on while this write was made")
             expected += 1
+
+
+def _redaction(row: EventRow) -> MessageRedacted:
+    event = EVENT_DECODER.decode(row.payload)
+    return event if isinstance(event, MessageRedacted) else MessageRedacted(message_id="", reason="")
 
 
 def _text(value: bytes | str) -> str:

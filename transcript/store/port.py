@@ -192,6 +192,50 @@ class LoadedSession(NamedTuple):
     events: list[tuple[int, Event | UnreadableEvent]]
 
 
+class Purged(NamedTuple):
+    """Whether the bytes of what a redaction or erasure removed are gone from the backend's storage
+    (a file, its WAL, its free pages), and if not, why and what would finish it."""
+
+    gone: bool
+    detail: str
+
+
+class Redaction(msgspec.Struct, frozen=True, kw_only=True):
+    """What a redaction did: the sessions that got its event (and their versions), the bodies and the
+    event payloads it rewrote, the salt of its `removed` digest (kept by no one but the caller), and
+    whether the removed bytes are gone from the storage (`purged`: if not, why)."""
+
+    message_id: str
+    sessions: tuple[str, ...]
+    versions: dict[str, int]
+    bodies: tuple[str, ...]
+    events: int
+    salt: str
+    purged: Purged
+    token: Hashable = None
+
+    @property
+    def bytes_gone(self) -> bool:
+        """Whether the removed content is gone from the file, its WAL and its free pages."""
+        return self.purged.gone
+
+
+class Erasure(msgspec.Struct, frozen=True, kw_only=True):
+    """What an erasure did: how many events of the session it replaced, how many bodies it deleted,
+    and whether their bytes are gone from the storage."""
+
+    session_id: str
+    events: int
+    bodies: int
+    purged: Purged
+    token: Hashable = None
+
+    @property
+    def bytes_gone(self) -> bool:
+        """Whether the erased content is gone from the file, its WAL and its free pages."""
+        return self.purged.gone
+
+
 class EventStore(Protocol):
     """What a store offers: one write (`commit`), and the reads a session and its tools need."""
 
@@ -270,6 +314,21 @@ class EventStore(Protocol):
 
     def lease(self, session_id: str) -> AbstractContextManager[None]:
         """Hold the session's lease for a block; `SessionLeased` at once while another worker does."""
+        ...
+
+    def redact(
+        self, message_id: str, *, reason: str, parts: Sequence[int] | None = None, by: str | None = None
+    ) -> Redaction:
+        """Replace a stored body (or some parts) by the tombstone everywhere it is held, with every
+        copy quoting it, in one transaction recorded in each holding session; then purge its bytes."""
+        ...
+
+    def erase(self, session_id: str, *, reason: str, by: str | None = None) -> Erasure:
+        """Replace a session's log by one audited erasure event, with the bodies only it held."""
+        ...
+
+    def purge(self) -> Purged:
+        """Make removed bytes unreadable in the storage (again, after a reader let go)."""
         ...
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple, Protocol
 import msgspec
 
 from transcript.model.errors import ConflictError
-from transcript.store.port import Capabilities as Capabilities, SearchHit
+from transcript.store.port import Capabilities as Capabilities, Purged as Purged, SearchHit
 
 # JSON as stored: the bytes a hash covers, or the same as text where a backend keeps text columns.
 Json = bytes | str
@@ -80,6 +80,14 @@ class HistoryRow(NamedTuple):
     message_id: str | None
     body: Json | None
     tokens: Json | None
+
+
+class PayloadRewrite(NamedTuple):
+    """An event whose payload a redaction rewrites (its version, kind, time and hash stay)."""
+
+    session_id: str
+    version: int
+    payload: Json
 
 
 class SessionRow(NamedTuple):
@@ -254,6 +262,34 @@ class Recorder(Protocol):
     def lease(self, session_id: str) -> AbstractContextManager[None]:
         """Hold the session's lease for a block; `SessionLeased` at once while another holds it
         (`transcript.store.lease`)."""
+        ...
+
+    # Redaction and erasure: the one audited exception to append-only. The event log decides what is
+    # rewritten (`transcript.store.redaction`); a backend only stores it, through its guards.
+
+    def holders(self, message_ids: Sequence[str]) -> dict[str, set[str]]:
+        """The sessions whose history appends each of these messages (ids no session holds left out)."""
+        ...
+
+    def redact(
+        self, writes: Sequence[RecorderWrite], bodies: Sequence[BodyRow], payloads: Sequence[PayloadRewrite]
+    ) -> Hashable:
+        """In one transaction, or nothing: insert `writes` (the redaction events, each session at its
+        expected head, else `ConflictError`), then replace each body of `bodies` (same id) and each
+        payload of `payloads`, and whatever the backend keeps of them (a search index). The backend's
+        guards accept these rewrites only with the redaction events that name them. Returns the change
+        token as of this commit."""
+        ...
+
+    def erase(self, write: RecorderWrite, bodies: Sequence[str]) -> Hashable:
+        """In one transaction, or nothing: insert `write` (one erasure event at the session's expected
+        head), delete every earlier event of its session and the `bodies` (which no other session
+        holds), and whatever the backend keeps of them. Returns the change token."""
+        ...
+
+    def purge(self) -> Purged:
+        """Make the bytes of rewritten and deleted rows unreadable in the backend's storage (SQLite:
+        VACUUM, then a WAL checkpoint that truncates it); say so when something holds them still."""
         ...
 
     def close(self) -> None:

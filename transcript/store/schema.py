@@ -93,10 +93,50 @@ HEAD_GUARDS: Final = (
     "WHEN EXISTS (SELECT 1 FROM heads WHERE session_id = NEW.session_id) "
     "BEGIN SELECT RAISE(ABORT, 'transcript-store: a session head is moved, never replaced'); END",
 )
+# 0009: the one audited exception to append-only. A body is rewritten only to a tombstone (its parts
+# listed in `redacted`, never fewer than before) that a `message_redacted` event names by its new
+# hash and digest; an event's payload only where a later redaction event of its session names its
+# version (its kind, time and chained hash unchanged); a session's events are deleted only under
+# a later `session_erased` event of it, and a body only once no event appends it. Each `WHEN` is
+# wrapped in coalesce: an expression that comes out NULL (JSON that is not there) refuses.
+_REFUSE: Final = "BEGIN SELECT RAISE(ABORT, 'transcript-store: {table} is append-only ({what} refused)'); END"
+REDACTION_GUARDS: Final = (
+    "CREATE TRIGGER bodies_refuse_update BEFORE UPDATE ON bodies WHEN NOT coalesce(("
+    "NEW.id = OLD.id AND NEW.message_id = OLD.message_id AND NEW.tokenizer = OLD.tokenizer "
+    "AND NEW.body <> OLD.body AND NEW.digest <> OLD.digest AND json_valid(NEW.body) "
+    "AND json_array_length(NEW.body, '$.redacted') > 0 "
+    "AND json_array_length(NEW.body, '$.redacted') >= coalesce(json_array_length(OLD.body, '$.redacted'), 0) "
+    "AND EXISTS (SELECT 1 FROM events AS r, json_each(r.payload, '$.bodies') AS b "
+    "WHERE r.kind = 'message_redacted' AND json_extract(b.value, '$.message_id') = NEW.message_id "
+    "AND json_extract(b.value, '$.hash') = NEW.hash AND json_extract(b.value, '$.record') = NEW.digest)"
+    "), 0) " + _REFUSE.format(table="bodies", what="UPDATE without a redaction event"),
+    "CREATE TRIGGER bodies_refuse_delete BEFORE DELETE ON bodies WHEN NOT coalesce(("
+    "NOT EXISTS (SELECT 1 FROM events WHERE message_id = OLD.message_id) "
+    "AND EXISTS (SELECT 1 FROM events WHERE kind = 'session_erased')"
+    "), 0) " + _REFUSE.format(table="bodies", what="DELETE of a body a session holds"),
+    "CREATE TRIGGER events_refuse_update BEFORE UPDATE ON events WHEN NOT coalesce(("
+    "NEW.session_id = OLD.session_id AND NEW.version = OLD.version AND NEW.kind = OLD.kind "
+    "AND NEW.seq IS OLD.seq AND NEW.message_id IS OLD.message_id AND NEW.recorded_at = OLD.recorded_at "
+    "AND NEW.hash = OLD.hash AND OLD.kind NOT IN ('message_appended', 'message_redacted', 'session_erased') "
+    "AND NEW.payload <> OLD.payload AND json_valid(NEW.payload) AND instr(NEW.payload, '[redacted') > 0 "
+    "AND EXISTS (SELECT 1 FROM events AS r, json_each(r.payload, '$.events') AS v "
+    "WHERE r.session_id = OLD.session_id AND r.kind = 'message_redacted' AND r.version > OLD.version "
+    "AND json_extract(v.value, '$[0]') = OLD.version)"
+    "), 0) " + _REFUSE.format(table="events", what="UPDATE without a redaction event"),
+    "CREATE TRIGGER events_refuse_delete BEFORE DELETE ON events WHEN NOT coalesce(("
+    "OLD.kind <> 'session_erased' AND EXISTS (SELECT 1 FROM events AS x "
+    "WHERE x.session_id = OLD.session_id AND x.kind = 'session_erased' AND x.version > OLD.version "
+    "AND json_extract(x.payload, '$.version') >= OLD.version)"
+    "), 0) " + _REFUSE.format(table="events", what="DELETE without an erasure event"),
+)
 # Every guard trigger this release creates, by name, with its exact SQL (what `verify` compares).
 GUARD_SQL: Final = {
     statement.split()[2]: statement
-    for statement in (*(g for t in APPEND_ONLY_TABLES for g in _guard_statements(t)), *HEAD_GUARDS)
+    for statement in (
+        *(g for t in APPEND_ONLY_TABLES for g in _guard_statements(t)),
+        *HEAD_GUARDS,
+        *REDACTION_GUARDS,
+    )
 }
 GUARDS: Final = tuple(GUARD_SQL)
 
@@ -451,8 +491,9 @@ EXCLUSION_RANGES_MIGRATION: Final = "0006_exclusion_ranges"
 # the one the migrations it records create.
 SESSIONS_OWN_TIMES: Final = "0007_sessions_view_own_times"
 SNAPSHOTS_MIGRATION: Final = "0008_snapshots"
+REDACTION: Final = "0009_redaction_guards"
 READ_AS_IS: Final = frozenset(
-    (ATTESTATION, EXCLUSION_RANGES_MIGRATION, SESSIONS_OWN_TIMES, SNAPSHOTS_MIGRATION)
+    (ATTESTATION, EXCLUSION_RANGES_MIGRATION, SESSIONS_OWN_TIMES, SNAPSHOTS_MIGRATION, REDACTION)
 )
 
 
@@ -481,6 +522,14 @@ SNAPSHOTS: Final = (
 )
 
 
+def _redaction_guards(conn: sqlite3.Connection) -> None:
+    """0009: the guards that let a redaction or an erasure recorded in the log through (nothing
+    stored changes)."""
+    for statement in REDACTION_GUARDS:
+        conn.execute(f"DROP TRIGGER {statement.split()[2]}")
+        conn.execute(statement)
+
+
 def _build_migrations() -> list[tuple[str, Migration]]:
     initial = list(_INITIAL)
     for table in APPEND_ONLY_TABLES:
@@ -496,6 +545,7 @@ def _build_migrations() -> list[tuple[str, Migration]]:
         (EXCLUSION_RANGES_MIGRATION, _statements(list(EXCLUSION_RANGES))),
         (SESSIONS_OWN_TIMES, _sessions_view_own_times),
         (SNAPSHOTS_MIGRATION, _statements(list(SNAPSHOTS))),
+        (REDACTION, _redaction_guards),
     ]
 
 

@@ -28,7 +28,9 @@ from transcript.store.recorder import (
     EventRow,
     HistoryRow,
     Kinds,
+    PayloadRewrite,
     Problem,
+    Purged,
     RecorderWrite,
     SessionRow,
     SnapshotRow,
@@ -507,6 +509,120 @@ class SqliteRecorder:
                 "nothing was written (catch up and retry)"
             )
 
+    # Redaction and erasure (what is rewritten is the event log's: `transcript.store.redaction`).
+
+    def holders(self, message_ids: Sequence[str]) -> dict[str, set[str]]:
+        """The sessions whose history appends each of these messages."""
+        found: dict[str, set[str]] = {}
+        ids = list(dict.fromkeys(message_ids))
+        for start in range(0, len(ids), _IN_CHUNK):
+            chunk = ids[start : start + _IN_CHUNK]
+            with connection.translated("reading the history"):
+                rows = self.connection.execute(
+                    "SELECT DISTINCT message_id, session_id FROM events WHERE kind = 'message_appended' "
+                    f"AND message_id IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+            for message_id, session_id in rows:
+                found.setdefault(message_id, set()).add(session_id)
+        return found
+
+    def redact(
+        self, writes: Sequence[RecorderWrite], bodies: Sequence[BodyRow], payloads: Sequence[PayloadRewrite]
+    ) -> tuple[int, int]:
+        """The redaction events, then the rewrites their guards let through, with the search index's
+        copies, in one transaction (see `Recorder.redact`); freed bytes are zeroed as they are freed."""
+        if self.readonly:
+            raise StoreReadOnly(f"{self.location} is open read-only; nothing was redacted")
+        conn = self.connection
+        with connection.translated("redacting"), _secure_delete(conn), _WriteTransaction(conn):
+            (data_version,) = conn.execute("PRAGMA data_version").fetchone()
+            self._refuse_foreign_triggers()
+            for write in writes:
+                self._insert(write)
+            search = self.search_enabled()
+            for body in bodies:
+                changed = conn.execute(
+                    "UPDATE bodies SET hash = ?, tokens = ?, body = ?, digest = ? WHERE message_id = ?",
+                    (body.hash, _text(body.tokens), _text(body.body), body.digest, body.message_id),
+                ).rowcount
+                _all_stored(changed, 1, "bodies", body.message_id)
+                if search:
+                    conn.execute(
+                        f"UPDATE {schema.SEARCH_TABLE} SET {schema.SEARCH_COLUMN} = "
+                        f"(SELECT {schema.body_text('b.body')} FROM bodies AS b WHERE b.message_id = ?) "
+                        f"WHERE rowid = (SELECT id FROM bodies WHERE message_id = ?)",
+                        (body.message_id, body.message_id),
+                    )
+            for rewrite in payloads:
+                changed = conn.execute(
+                    "UPDATE events SET payload = ? WHERE session_id = ? AND version = ?",
+                    (_text(rewrite.payload), rewrite.session_id, rewrite.version),
+                ).rowcount
+                _all_stored(changed, 1, "events", rewrite.session_id)
+            if search:
+                _merge_search_index(conn)
+            self._drop_snapshots([write.session_id for write in writes])
+        self._local_writes += 1
+        return data_version, self._local_writes
+
+    def _drop_snapshots(self, session_ids: Sequence[str]) -> None:
+        """Drop these sessions' snapshots: folds of what a redaction or erasure rewrote (a checkpoint
+        quoting it, its counts). They are derived: the next open folds the log and stores a new one."""
+        if session_ids and self._has_snapshots():
+            self.connection.executemany(
+                "DELETE FROM snapshots WHERE session_id = ?", [(session_id,) for session_id in session_ids]
+            )
+
+    def erase(self, write: RecorderWrite, bodies: Sequence[str]) -> tuple[int, int]:
+        """The erasure event, then the deletes its guards let through (see `Recorder.erase`)."""
+        if self.readonly:
+            raise StoreReadOnly(f"{self.location} is open read-only; nothing was erased")
+        conn = self.connection
+        with connection.translated("erasing"), _secure_delete(conn), _WriteTransaction(conn):
+            (data_version,) = conn.execute("PRAGMA data_version").fetchone()
+            self._refuse_foreign_triggers()
+            self._insert(write)
+            conn.execute(
+                "DELETE FROM events WHERE session_id = ? AND version < ?",
+                (write.session_id, write.events[0].version),
+            )
+            search = self.search_enabled()
+            for start in range(0, len(bodies), _IN_CHUNK):
+                chunk = list(bodies[start : start + _IN_CHUNK])
+                marks = ",".join("?" * len(chunk))
+                if search:
+                    conn.execute(
+                        f"DELETE FROM {schema.SEARCH_TABLE} WHERE rowid IN "
+                        f"(SELECT id FROM bodies WHERE message_id IN ({marks}))",
+                        chunk,
+                    )
+                deleted = conn.execute(f"DELETE FROM bodies WHERE message_id IN ({marks})", chunk).rowcount
+                _all_stored(deleted, len(chunk), "bodies", write.session_id)
+            if search:
+                _merge_search_index(conn)
+            self._drop_snapshots([write.session_id])
+        self._local_writes += 1
+        return data_version, self._local_writes
+
+    def purge(self) -> Purged:
+        """VACUUM (every page written afresh: no free page, no stale cell keeps a removed byte), then a
+        checkpoint that truncates the WAL; a reader holding the WAL open keeps its frames, and then the
+        result says so."""
+        if self.location == MEMORY:
+            return Purged(True, "an in-memory database: nothing was on disk")
+        conn = self.connection
+        with connection.translated("purging removed content"), _secure_delete(conn):
+            conn.execute("VACUUM")
+            busy, frames, moved = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy or (frames not in (0, -1) and frames != moved):
+            return Purged(
+                False,
+                f"another connection holds {self.location}-wal open: the removed bytes stay in the WAL "
+                "until it lets go; then run `transcript purge` (or Store.purge())",
+            )
+        return Purged(True, f"{self.location} vacuumed and its WAL truncated")
+
     # The file's own checks, for `verify`.
 
     def storage_check(self) -> StorageCheck:
@@ -519,6 +635,23 @@ class SqliteRecorder:
             return StorageCheck(
                 applied, [], list(_page_problems(self.connection)), _schema_problems(self.connection, applied)
             )
+
+
+@contextlib.contextmanager
+def _secure_delete(conn: sqlite3.Connection) -> Iterator[None]:
+    """`secure_delete` on for a block: content freed meanwhile is overwritten with zeros."""
+    (before,) = conn.execute("PRAGMA secure_delete").fetchone()
+    conn.execute("PRAGMA secure_delete = ON")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA secure_delete = {int(before)}")
+
+
+def _merge_search_index(conn: sqlite3.Connection) -> None:
+    """Merge the full-text index's segments into one: a rewritten or deleted row's old terms leave the
+    index's pages, not only its lookups."""
+    conn.execute(f"INSERT INTO {schema.SEARCH_TABLE} ({schema.SEARCH_TABLE}) VALUES ('optimize')")
 
 
 def _page_problems(conn: sqlite3.Connection) -> Iterable[Problem]:
@@ -538,7 +671,7 @@ def _schema_problems(conn: sqlite3.Connection, applied: tuple[str, ...]) -> list
     problems = []
     for (kind, name), sql in release.items():
         found = present.get((kind, name))
-        if kind == "trigger" and name in schema.GUARD_SQL:
+        if kind == "trigger" and (name in schema.GUARD_SQL):
             if found is None:
                 problems.append(Problem(code="guard_missing", detail=f"trigger {name} was dropped"))
             elif found != sql:

@@ -30,10 +30,15 @@ from transcript.model.events import (
     MessageAppended,
     MessageMarked,
     MessagesExcluded,
+    MessageRedacted,
     RecordsAttested,
+    RedactedBody,
     RestoredFrom,
+    SessionErased,
 )
-from transcript.model.hashing import GENESIS, body_hash, event_hash, record_digest
+from transcript.model.hashing import GENESIS, body_hash, event_hash, payload_digest, record_digest
+from transcript.model.message import Message
+from transcript.model.redaction import is_tombstone
 from transcript.store.explained import unexplained_marks
 from transcript.store.recorder import Problem as Problem, Recorder
 from transcript.tokens import get_counter, message_tokens
@@ -154,8 +159,9 @@ def check(
             )
         problems.extend(storage.before)
         summaries: set[str] = set()
-        bodies = dict(_check_bodies(recorder.scan_bodies(), problems, deep, summaries))
-        seen = _check_sessions(recorder.scan_events(), bodies, summaries, anchors, problems)
+        redacted: dict[str, Message] = {}
+        bodies = dict(_check_bodies(recorder.scan_bodies(), problems, deep, summaries, redacted))
+        seen = _check_sessions(recorder.scan_events(), bodies, summaries, redacted, anchors, problems)
         _check_body_order(list(bodies), seen, problems)
         heads = _check_heads(recorder.heads(), seen, dict(expect_heads or {}), problems)
         _check_anchors(anchors, seen, problems)
@@ -176,10 +182,15 @@ def check(
 
 
 def _check_bodies(
-    rows: Iterable[tuple[Any, ...]], problems: list[Problem], deep: bool, summaries: set[str]
+    rows: Iterable[tuple[Any, ...]],
+    problems: list[Problem],
+    deep: bool,
+    summaries: set[str],
+    redacted: dict[str, Message],
 ) -> Iterator[tuple[str, tuple[str, str | None, bool]]]:
     """Each body's own checks; yields its id, content hash and record digest (of the bytes stored).
-    The ids of summary messages are added to `summaries`."""
+    The ids of summary messages are added to `summaries`, the bodies with redacted parts to
+    `redacted`."""
     for message_id, stored_hash, tokenizer, tokens, body, digest in rows:
         if not all(isinstance(v, (bytes, str)) for v in (tokens, body, tokenizer, stored_hash, digest)):
             yield message_id, (stored_hash, None, False)
@@ -202,6 +213,8 @@ def _check_bodies(
             continue
         if message.kind == "summary":
             summaries.add(message_id)
+        if message.redacted:
+            redacted[message_id] = message
         if message.id != message_id:
             report("body_id", f"body says id {message.id!r}")
         actual = body_hash(message)
@@ -266,6 +279,7 @@ def _check_sessions(
     rows: Iterable[tuple[Any, ...]],
     bodies: dict[str, tuple[str, str | None, bool]],
     summaries: set[str],
+    redacted: dict[str, Message],
     anchors: Mapping[str, tuple[int, str]],
     problems: list[Problem],
 ) -> dict[str, _Seen]:
@@ -274,10 +288,42 @@ def _check_sessions(
     seen: dict[str, _Seen] = {}
     for session_id, group in itertools.groupby(rows, key=lambda row: row[0]):
         anchor = anchors.get(session_id, (0, ""))[0]
+        session_rows = [row[1:] for row in group]
+        audit = _audit(session_rows)
         seen[session_id] = _check_session(
-            session_id, (row[1:] for row in group), bodies, summaries, anchor, problems
+            session_id, iter(session_rows), bodies, summaries, anchor, problems, audit, redacted
         )
     return seen
+
+
+class _Audit(NamedTuple):
+    """What a session's redaction and erasure events vouch for: each rewritten body's latest entry
+    (with its redaction's reason), each rewritten event's latest payload digest, and the erasure the
+    log starts with (None: it starts at the genesis)."""
+
+    bodies: dict[str, tuple[RedactedBody, str]]
+    events: dict[int, str]
+    erased: SessionErased | None
+
+
+def _audit(rows: list[tuple[Any, ...]]) -> _Audit:
+    """Read the redaction and erasure events of a session's rows (damaged ones are named by the walk)."""
+    bodies: dict[str, tuple[RedactedBody, str]] = {}
+    events: dict[int, str] = {}
+    erased = None
+    for index, (_, kind, _, _, _, payload, _) in enumerate(rows):
+        if kind not in ("message_redacted", "session_erased") or not isinstance(payload, (bytes, str)):
+            continue
+        try:
+            event = EVENT_DECODER.decode(_raw(payload))
+        except msgspec.DecodeError:
+            continue
+        if isinstance(event, MessageRedacted):
+            bodies.update((entry.message_id, (entry, event.reason)) for entry in event.bodies)
+            events.update(event.events)
+        elif isinstance(event, SessionErased) and index == 0:
+            erased = event
+    return _Audit(bodies, events, erased)
 
 
 def _check_session(
@@ -287,6 +333,8 @@ def _check_session(
     summaries: set[str],
     anchor: int,
     problems: list[Problem],
+    audit: _Audit,
+    redacted: dict[str, Message],
 ) -> _Seen:
     members: set[str] = set()
     restored: set[str] = set()  # the original's heads a restored copy's chain vouches it came from
@@ -299,6 +347,10 @@ def _check_session(
     settled: list[str] = []
     anchored = None
     read: list[tuple[int, str, Event]] = []  # every event read whole, with the commit it is of
+    if audit.erased is not None:
+        # The log before the erasure is gone; the erasure event chains from its last hash.
+        prev, count = audit.erased.head, audit.erased.version
+        restored.add(audit.erased.head)
     for version, kind, row_seq, row_message_id, recorded_at, payload, stored_hash in rows:
         count += 1
         last = (version, stored_hash)
@@ -322,7 +374,13 @@ def _check_session(
             report("event_gap", f"expected event {count}")
             count = version
         if _chained(prev, session_id, version, recorded_at, payload) != stored_hash:
-            report("event_hash", "the event's hash chain does not match")
+            rewritten = audit.events.get(version)
+            if rewritten is None:
+                report("event_hash", "the event's hash chain does not match")
+            elif payload_digest(payload) != rewritten:
+                report(
+                    "redaction_mismatch", "its payload is not the one the redaction that rewrote it recorded"
+                )
         prev = stored_hash
         try:
             event = EVENT_DECODER.decode(payload)
@@ -348,10 +406,26 @@ def _check_session(
             stored = bodies.get(message_id)
             if stored is None:
                 report("body_missing", "no body stored for this message", seq, message_id)
-            elif stored[0] != event.body_hash:
+            elif (
+                message_id in redacted
+                and message_id not in audit.bodies
+                and body_hash(redacted[message_id]) != event.body_hash
+            ):
                 report(
-                    "body_changed", "the stored body's hash differs from the one appended", seq, message_id
+                    "redaction_unrecorded",
+                    "the body holds a tombstone no redaction event names",
+                    seq,
+                    message_id,
                 )
+            elif message_id in audit.bodies and stored[0] != event.body_hash:
+                _check_redacted(report, seq, message_id, stored, audit.bodies[message_id], redacted)
+            elif stored[0] != event.body_hash:
+                code, detail = (
+                    ("redaction_unrecorded", "the body holds a tombstone no redaction event names")
+                    if message_id in redacted
+                    else ("body_changed", "the stored body's hash differs from the one appended")
+                )
+                report(code, detail, seq, message_id)
             elif event.record and stored[2] and stored[1] != event.record:
                 report("body_record", _RECORD_EDITED, seq, message_id)
             if not event.record:
@@ -380,6 +454,27 @@ def _check_session(
     return _Seen(
         count, last, frozenset(settled or [GENESIS]) | restored, bool(unrecorded), anchored, tuple(appended)
     )
+
+
+def _check_redacted(
+    report: Any,
+    seq: int,
+    message_id: str,
+    stored: tuple[str, str | None, bool],
+    named: tuple[RedactedBody, str],
+    redacted: dict[str, Message],
+) -> None:
+    """A body a redaction rewrote must be the very body it recorded (hash and record digest), and hold
+    exactly the tombstone in every part it replaced."""
+    entry, reason = named
+    message = redacted.get(message_id)
+    if stored[0] != entry.hash or stored[1] != entry.record or message is None:
+        report("redaction_mismatch", "the body is not the one its redaction recorded", seq, message_id)
+        return
+    if not set(entry.parts) | set(entry.scrubbed) <= set(message.redacted) or not all(
+        index < len(message.parts) and is_tombstone(message.parts[index], reason) for index in entry.parts
+    ):
+        report("redaction_mismatch", "a part its redaction replaced is not the tombstone", seq, message_id)
 
 
 _RECORD_EDITED: Final = (
