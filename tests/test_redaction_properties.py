@@ -11,12 +11,13 @@ from transcript import Message, Store, ToolCall, verify
 from transcript.model.redaction import QUOTE_WINDOW, SCRUBBED, Quotes, is_tombstone
 from transcript.store.memory import MemoryRecorder
 
-_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="[]", exclude_categories=["Cs"]))
+_CHARS = st.characters(codec="utf-8", exclude_characters="[]", exclude_categories=["Cs"])
+_TEXT = st.text(alphabet=_CHARS)
 _COUNTER = itertools.count()
 
 
 @given(
-    removed=_TEXT.filter(lambda s: len(s) >= QUOTE_WINDOW), before=_TEXT, after=_TEXT, cut=st.integers(0, 64)
+    removed=st.text(alphabet=_CHARS, min_size=QUOTE_WINDOW), before=_TEXT, after=_TEXT, cut=st.integers(0, 64)
 )
 def test_a_scrub_removes_every_quote_and_keeps_what_quotes_nothing(
     removed: str, before: str, after: str, cut: int

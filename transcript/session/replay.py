@@ -22,8 +22,8 @@ from transcript.model.events import (
     CompactionRecorded,
     MessageAppended,
     MessageMarked,
-    MessagesExcluded,
     MessageRedacted,
+    MessagesExcluded,
     ViewServed,
 )
 from transcript.model.result import CompactResult

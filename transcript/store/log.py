@@ -43,8 +43,8 @@ from transcript.model.events import (
     Event,
     MessageAppended,
     MessageMarked,
-    MessagesExcluded,
     MessageRedacted,
+    MessagesExcluded,
     RecordsAttested,
     SessionErased,
 )
