@@ -46,6 +46,10 @@ SPEC_COMMANDS = {
     "restore",  # issue 25: a state document back into a store
     "backup",  # issue 25: a consistent copy while others write
     "report",  # issue 25: a session as one HTML page
+    "redact",  # issue 27: redaction and erasure, the one audited exception
+    "erase",
+    "purge",
+    "scan-secrets",
     "import",
     "simulate",
     "replay",
