@@ -1208,7 +1208,11 @@ SCRIPT_CASES: list[tuple[str, list[str], Callable[[str], bool]]] = [
     ("restore", ["restore", "state.json", "--as", "again"], lambda out: out.startswith("restored again: ")),
     ("backup", ["backup", "backup.db"], lambda out: out.endswith("bytes), verified\n")),
     ("report", ["report"], lambda out: out.startswith("<!doctype html>") and "circle class='call'" in out),
+    ("scan-secrets", ["scan-secrets"], lambda out: "0 likely secrets" in out),
+    ("purge", ["purge"], lambda out: out.startswith("bytes gone: yes")),
+    ("erase", ["erase", SIM, "--reason", "test", "--yes"], lambda out: out.startswith(f"erased {SIM}: ")),
 ]
+# `redact` needs a stored message's id: its own script test below.
 
 
 def _script(args: list[str], cwd: Path, db: Path | None) -> subprocess.CompletedProcess[str]:
@@ -1219,7 +1223,15 @@ def _script(args: list[str], cwd: Path, db: Path | None) -> subprocess.Completed
 
 
 def test_the_script_cases_cover_every_command() -> None:
-    assert {name for name, _, _ in SCRIPT_CASES} == SPEC_COMMANDS
+    assert {name for name, _, _ in SCRIPT_CASES} | {"redact"} == SPEC_COMMANDS
+
+
+def test_redact_runs_as_the_script(writable: Path, tmp_path: Path) -> None:
+    with Store.open(writable, readonly=True) as store:
+        target = store.session(SIM).stored_messages()[3].id
+    done = _script(["redact", target, "--reason", "test"], tmp_path, writable)
+    assert done.returncode == EXIT_OK, done.stderr
+    assert done.stdout.startswith(f"redacted {target} in ") and "bytes gone: yes" in done.stdout
 
 
 @pytest.mark.parametrize(("name", "args", "check"), SCRIPT_CASES, ids=[c[0] for c in SCRIPT_CASES])

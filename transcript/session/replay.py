@@ -54,7 +54,7 @@ class Drift(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     detail: str
 
 
-class ServedCheck(msgspec.Struct, frozen=True, kw_only=True):
+class ServedCheck(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """How many served-view records were re-rendered, every one that drifted, and every one that no
     longer renders because a message it showed was redacted since (`redacted`: not drift — the
     redaction event, named in the detail, changed what was stored)."""
