@@ -162,9 +162,9 @@ def _summaries(
     """The summary bodies these sessions hold, each once."""
     ids: dict[str, None] = {}
     for session_id in sessions:
-        for row in recorder.history(session_id):
-            if row.message_id and row.message_id not in exclude:
-                ids[row.message_id] = None
+        for append in recorder.history(session_id):
+            if append.message_id and append.message_id not in exclude:
+                ids[append.message_id] = None
     found = []
     for row in recorder.bodies(list(ids)):
         if b'"kind":"summary"' not in _bytes(row.body):
