@@ -109,11 +109,11 @@ REDACTION_GUARDS: Final = (
     "AND EXISTS (SELECT 1 FROM events AS r, json_each(r.payload, '$.bodies') AS b "
     "WHERE r.kind = 'message_redacted' AND json_extract(b.value, '$.message_id') = NEW.message_id "
     "AND json_extract(b.value, '$.hash') = NEW.hash AND json_extract(b.value, '$.record') = NEW.digest)"
-    "), 0) " + _REFUSE.format(table="bodies", what="UPDATE without a redaction event"),
+    "), 0) " + _REFUSE.format(table="bodies", what="UPDATE"),
     "CREATE TRIGGER bodies_refuse_delete BEFORE DELETE ON bodies WHEN NOT coalesce(("
     "NOT EXISTS (SELECT 1 FROM events WHERE message_id = OLD.message_id) "
     "AND EXISTS (SELECT 1 FROM events WHERE kind = 'session_erased')"
-    "), 0) " + _REFUSE.format(table="bodies", what="DELETE of a body a session holds"),
+    "), 0) " + _REFUSE.format(table="bodies", what="DELETE"),
     "CREATE TRIGGER events_refuse_update BEFORE UPDATE ON events WHEN NOT coalesce(("
     "NEW.session_id = OLD.session_id AND NEW.version = OLD.version AND NEW.kind = OLD.kind "
     "AND NEW.seq IS OLD.seq AND NEW.message_id IS OLD.message_id AND NEW.recorded_at = OLD.recorded_at "
@@ -122,12 +122,12 @@ REDACTION_GUARDS: Final = (
     "AND EXISTS (SELECT 1 FROM events AS r, json_each(r.payload, '$.events') AS v "
     "WHERE r.session_id = OLD.session_id AND r.kind = 'message_redacted' AND r.version > OLD.version "
     "AND json_extract(v.value, '$[0]') = OLD.version)"
-    "), 0) " + _REFUSE.format(table="events", what="UPDATE without a redaction event"),
+    "), 0) " + _REFUSE.format(table="events", what="UPDATE"),
     "CREATE TRIGGER events_refuse_delete BEFORE DELETE ON events WHEN NOT coalesce(("
     "OLD.kind <> 'session_erased' AND EXISTS (SELECT 1 FROM events AS x "
     "WHERE x.session_id = OLD.session_id AND x.kind = 'session_erased' AND x.version > OLD.version "
     "AND json_extract(x.payload, '$.version') >= OLD.version)"
-    "), 0) " + _REFUSE.format(table="events", what="DELETE without an erasure event"),
+    "), 0) " + _REFUSE.format(table="events", what="DELETE"),
 )
 # Every guard trigger this release creates, by name, with its exact SQL (what `verify` compares).
 GUARD_SQL: Final = {
