@@ -371,6 +371,21 @@ TABLE: dict[str, Row] = {
         lambda w: w.store.restore,
         lambda w: {"state": w.state, "session_id": w.new_id(), **_settings()},
     ),
+    "Store.redact": (
+        Store.redact,
+        lambda w: w.store.redact,
+        lambda w: {"message_id": w.t.stored_messages()[3].id, "reason": "test", "parts": [0], "by": None},
+    ),
+    "Transcript.redact": (
+        Transcript.redact,
+        lambda w: w.t.redact,
+        lambda w: {"message_id": w.t.stored_messages()[5].id, "reason": "test", "parts": None, "by": "me"},
+    ),
+    "Store.erase": (
+        Store.erase,
+        lambda w: w.store.erase,
+        lambda w: {"session_id": "s", "reason": "test", "by": None},
+    ),
     "Store.fork": (
         Store.fork,
         lambda w: w.store.fork,
