@@ -36,7 +36,9 @@ from transcript.store.recorder import (
     EventRow,
     HistoryRow,
     Kinds,
+    PayloadRewrite,
     Problem,
+    Purged,
     RecorderWrite,
     SessionRow,
     SnapshotRow,
@@ -320,6 +322,39 @@ class PostgresRecorder:
 
     def search(self, phrase: str, *, session_id: str | None, limit: int) -> list[SearchHit]:
         raise InvalidArgument(f"{self.location}: the PostgreSQL recorder keeps no full-text index yet")
+
+    # Redaction and erasure: what is rewritten is the event log's (`transcript.store.redaction`); this
+    # backend still lacks the guard functions that would let those rewrites through, so it refuses them.
+
+    def holders(self, message_ids: Sequence[str]) -> dict[str, set[str]]:
+        """The sessions whose history appends each of these messages."""
+        found: dict[str, set[str]] = {}
+        rows = self._all(
+            "reading the history",
+            "SELECT DISTINCT message_id, session_id FROM events "
+            "WHERE kind = 'message_appended' AND message_id = ANY(%s)",
+            (list(message_ids),),
+        )
+        for message_id, session_id in rows:
+            found.setdefault(message_id, set()).add(session_id)
+        return found
+
+    def redact(
+        self, writes: Sequence[RecorderWrite], bodies: Sequence[BodyRow], payloads: Sequence[PayloadRewrite]
+    ) -> str:
+        raise StoreUnavailable(
+            f"{self.location}: redaction is not implemented on PostgreSQL yet (its guards refuse every "
+            "rewrite); nothing was redacted"
+        )
+
+    def erase(self, write: RecorderWrite, bodies: Sequence[str]) -> str:
+        raise StoreUnavailable(
+            f"{self.location}: erasure is not implemented on PostgreSQL yet (its guards refuse every "
+            "delete); nothing was erased"
+        )
+
+    def purge(self) -> Purged:
+        return Purged(False, f"{self.location}: PostgreSQL keeps removed tuples until VACUUM FULL; not run")
 
     # The one write.
 
