@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import click
 
-from transcript.cli.options import EXIT_CHECK_FAILED, db_option, format_option, open_store, pick_session
+from transcript.cli.options import EXIT_CHECK_FAILED, db_option, format_option, open_store
 from transcript.cli.output import emit, safe, table
+from transcript.cli.picking import pick_session
 from transcript.session.secrets import Finding, scan
 from transcript.store.port import Purged
 
@@ -61,7 +62,7 @@ def erase(session_id: str, db_path: str | None, reason: str, by: str | None, yes
     """Remove a whole session: its log becomes one audited erasure event, its bodies are deleted
     unless another session holds them, and the file is compacted."""
     with open_store(db_path) as store:
-        pick_session(store, session_id)
+        session_id = pick_session(store, session_id)
         if not yes:
             click.confirm(f"erase session {safe(session_id)} from {safe(store.path)}?", abort=True)
         done = store.erase(session_id, reason=reason, by=by)
