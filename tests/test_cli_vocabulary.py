@@ -62,6 +62,10 @@ CASES = [
     Case("report", (), session=True, writes=False, formats=()),  # HTML only: to stdout or -o
     Case("copy", ("{db}", "{dir}/copied.db"), session=True, writes=True, db=False),
     Case("mcp", (), session=True, writes=False, formats=(), serves=True),
+    Case("redact", ("--seq", "3", "--reason", "test"), session=True, writes=True),
+    Case("erase", (SIM, "--reason", "test", "--yes"), session=False, writes=True),
+    Case("purge", (), session=False, writes=True, formats=()),
+    Case("scan-secrets", (), session=True, writes=False),
 ]
 RUNS = [case for case in CASES if not case.serves]  # the ones the table runs to their end
 PICKING = [case for case in RUNS if case.session]

@@ -7,12 +7,13 @@ accepted by `verify`, and the removed bytes purged from the file. Nothing here p
 from __future__ import annotations
 
 import click
+import msgspec
 
-from transcript.cli.options import EXIT_CHECK_FAILED, db_option, format_option, open_store
+from transcript.cli.options import EXIT_CHECK_FAILED, db_option, format_option, open_store, session_option
 from transcript.cli.output import emit, safe, table
 from transcript.cli.picking import pick_session
 from transcript.session.secrets import Finding, scan
-from transcript.store.port import Purged
+from transcript.store.port import Erasure, Purged, Redaction
 
 EXIT_NOT_GONE = EXIT_CHECK_FAILED
 
@@ -22,14 +23,23 @@ def _purged(purged: Purged) -> str:
 
 
 @click.command()
-@click.argument("message_id")
+@click.argument("message_id", required=False)
 @db_option
+@session_option
+@click.option("--seq", type=int, default=None, help="The message at this seq of --session, not MESSAGE_ID.")
 @click.option("--reason", required=True, help="Why (stored in the redaction event, shown in the view).")
 @click.option("--part", "parts", type=int, multiple=True, help="Redact this part only (repeatable).")
 @click.option("--by", default=None, help="Who redacts (default: this user).")
 @format_option
 def redact(
-    message_id: str, db_path: str | None, reason: str, parts: tuple[int, ...], by: str | None, fmt: str
+    message_id: str | None,
+    db_path: str | None,
+    session_id: str | None,
+    seq: int | None,
+    reason: str,
+    parts: tuple[int, ...],
+    by: str | None,
+    fmt: str,
 ) -> None:
     """Replace a stored message (or parts of it) by a tombstone, everywhere it is held.
 
@@ -37,7 +47,14 @@ def redact(
     errors and the search index are scrubbed of it in the same transaction, and the file is vacuumed
     with its WAL truncated. Exit 3 when the removed bytes could not be purged yet.
     """
+    if (message_id is None) == (seq is None):
+        raise click.UsageError("name the message: MESSAGE_ID, or --seq N (of --session)")
     with open_store(db_path) as store:
+        if message_id is None:
+            history = store.session(pick_session(store, session_id)).stored_messages()
+            if not 0 <= (seq or 0) < len(history):
+                raise click.UsageError(f"--seq {seq}: the session has seq 0 to {len(history) - 1}")
+            message_id = history[seq or 0].id
         done = store.redact(message_id, reason=reason, parts=list(parts) or None, by=by)
     lines = [
         f"redacted {safe(message_id)} in {len(done.sessions)} sessions "
@@ -46,9 +63,17 @@ def redact(
         _purged(done.purged),
         f"salt of the removed-content digest (kept nowhere else): {done.salt}",
     ]
-    emit(done, fmt, text=lines)
+    emit(_shown(done), fmt, text=lines)
     if not done.bytes_gone:
         raise SystemExit(EXIT_NOT_GONE)
+
+
+def _shown(done: Redaction | Erasure) -> dict[str, object]:
+    """A result as the command prints it (without the store's change token)."""
+    shown = msgspec.to_builtins(done)
+    shown.pop("token", None)
+    shown["bytes_gone"] = done.bytes_gone
+    return dict(shown)
 
 
 @click.command()
@@ -71,7 +96,7 @@ def erase(session_id: str, db_path: str | None, reason: str, by: str | None, yes
         f"{done.bodies} bodies deleted",
         _purged(done.purged),
     ]
-    emit(done, fmt, text=lines)
+    emit(_shown(done), fmt, text=lines)
     if not done.bytes_gone:
         raise SystemExit(EXIT_NOT_GONE)
 
@@ -89,13 +114,13 @@ def purge(db_path: str | None) -> None:
 
 @click.command(name="scan-secrets")
 @db_option
-@click.option("--session", "session_id", default=None, help="Scan this session only.")
+@session_option
 @click.option("--redact", "redacting", is_flag=True, help="Redact the parts found, after a confirmation.")
 @click.option("--yes", is_flag=True, help="With --redact: do not ask for confirmation.")
 @format_option
 def scan_secrets(db_path: str | None, session_id: str | None, redacting: bool, yes: bool, fmt: str) -> None:
     """List likely secrets (API keys, tokens, private keys) in stored messages: session, message,
-    part, line and detector — never the secret itself. Exit 3 when something was found (and kept)."""
+    part, line and detector — never the secret itself. Every session, or the one --session names. Exit 3 when something was found (and kept)."""
     with open_store(db_path, readonly=not redacting) as store:
         sessions = (
             [pick_session(store, session_id)] if session_id else [s.session_id for s in store.sessions()]

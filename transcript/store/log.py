@@ -17,6 +17,7 @@ import functools
 import gc
 import os
 import threading
+import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -461,7 +462,7 @@ class EventLog:
             versions={sid: head[0] for sid, head in heads.items()},
             bodies=tuple(row.message_id for row in plan.bodies),
             events=len(plan.payloads),
-            salt=salt.hex(),
+            salt=str(uuid.UUID(bytes=salt)),
             purged=purged,
             token=token,
         )

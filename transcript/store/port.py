@@ -202,7 +202,8 @@ class Purged(NamedTuple):
 
 class Redaction(msgspec.Struct, frozen=True, kw_only=True):
     """What a redaction did: the sessions that got its event (and their versions), the bodies and the
-    event payloads it rewrote, the salt of its `removed` digest (kept by no one but the caller), and
+    event payloads it rewrote, the salt of its `removed` digest (16 random bytes, written as a UUID;
+    kept by no one but the caller), and
     whether the removed bytes are gone from the storage (`purged`: if not, why)."""
 
     message_id: str
