@@ -120,7 +120,8 @@ def purge(db_path: str | None) -> None:
 @format_option
 def scan_secrets(db_path: str | None, session_id: str | None, redacting: bool, yes: bool, fmt: str) -> None:
     """List likely secrets (API keys, tokens, private keys) in stored messages: session, message,
-    part, line and detector — never the secret itself. Every session, or the one --session names. Exit 3 when something was found (and kept)."""
+    part, line and detector — never the secret itself. Every session, or the one --session names.
+    Exit 3 when something was found (and kept)."""
     with open_store(db_path, readonly=not redacting) as store:
         sessions = (
             [pick_session(store, session_id)] if session_id else [s.session_id for s in store.sessions()]
