@@ -71,6 +71,14 @@ def _rows(path: Path) -> dict[str, dict[tuple[str, ...], str]]:
     return {"bodies": bodies, "events": events, "dump": {(str(n),): line for n, line in enumerate(dumped)}}
 
 
+def _snapshot_rows(path: Path) -> list[tuple[str, str]]:
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.execute("SELECT session_id, payload FROM snapshots"))
+    finally:
+        conn.close()
+
+
 def _leaky_session(store: Store) -> tuple[str, str]:
     """A session whose `env` output holds the key; returns the tool result's id and the session id."""
     t = store.session("deploy", summarizer=_quoting_summarizer)
@@ -109,7 +117,11 @@ def test_a_leaked_key_is_gone_from_every_copy_and_from_the_files_bytes(tmp_path:
         assert {hit.message_id for hit in store.search(KEY)} >= {leak}
         assert _traces(path, KEY)  # it is there, in the file or its WAL
         before = _rows(path)
+        # The full round stored a snapshot of its fold, whose round record holds the checkpoint.
+        assert any(KEY in payload for s, payload in _snapshot_rows(path) if s == sid)
         done = t.redact(leak, reason="leaked AWS key")
+        # Dropped in the redaction's transaction, for both sessions (tests/test_redaction_snapshots.py).
+        assert not {s for s, _ in _snapshot_rows(path)} & {sid, "deploy-2"}
         assert done.bytes_gone and set(done.sessions) == {sid, "deploy-2"}
         assert done.events >= 1 and len(done.bodies) == 2  # the result, and the summary quoting it
         # Both sessions' current views show the placeholder (the compacted one in its summary, which

@@ -46,8 +46,8 @@ from transcript.model.events import (
     CapsSet,
     Event,
     MessageAppended,
-    MessagesExcluded,
     MessageRedacted,
+    MessagesExcluded,
     ProcessesSet,
     ProviderCaps,
     SessionErased,
@@ -1084,6 +1084,11 @@ class Transcript:
         if live is None:
             return None
         events, bodies = self.events.read_since(self.session_id, found.version)
+        if any(isinstance(event, (MessageRedacted, SessionErased)) for _, event in events):
+            # A snapshot from before a redaction folds what it rewrote (a checkpoint quoting the
+            # secret, the old counts): the store drops such snapshots, and one found anyway (put back
+            # from a copy) is passed over for a full fold of the log as it is now.
+            return None
         with _folding(self.session_id):
             for version, event in events:
                 live.apply(version, event, bodies)
