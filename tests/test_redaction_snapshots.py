@@ -280,17 +280,15 @@ def test_after_a_redaction_every_open_is_a_full_fold_of_the_redacted_log(
             t.append(Message.user("make the parser accept ISO weeks"))
             _grow(t, 16)
             assert t.compact(budget_tokens=3_000, force=True).outcome == "full_applied"
-            start = 16
-            for count in steps:
-                _grow(t, count, start=start, size=900)
-                start += count
+            for n, count in enumerate(steps, start=1):
+                _grow(t, count, start=100 * n, size=900)
                 t.compact(budget_tokens=budget)
                 t.visible_messages(record=True)
             assert _snapshots(store, "s")
             ids = [m.id for m in t.stored_messages() if m.kind != "summary"]
             target = ids[pick % len(ids)]
             t.redact(target, reason="test")
-            _grow(t, after, start=start, size=900)
+            _grow(t, after, start=900, size=900)
             if after:
                 t.compact(budget_tokens=budget, force=after % 2 == 0)
             assert _opened(store, "s")[1] == _folded(store, "s") == _state(t)
