@@ -613,6 +613,7 @@ def _full(
         budget_tokens=budget,
         stored_tokens=run.given.stored_tokens,
         summary_cost=config.cache_pricing.summary_cost(asked, answered),
+        full=True,
     )
     result = msgspec.structs.replace(
         result,

@@ -66,6 +66,10 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     output older than both is stale. Under policy 3, an output of the recent steps (the newest one
     included) that alone takes more than `micro_oversize_fraction` of the budget is excerpted by the
     first round that runs after it arrives, as a host caps a tool's output (0: kept whole).
+    A round below the full threshold is a bet on the session going on: it runs only when it pays
+    back, with probability `payback_confidence`, before the session ends (`planner.payback`: 0.5
+    counts on as many calls as the session has made, 0.9 on a ninth of them); with
+    `payback_defers_full` the share of the next full round it puts off counts as saved.
     `CompactConfig.priced()` is the priced policy before policy 3, `CompactConfig.previous()` the
     policy before the priced one.
 
@@ -111,6 +115,8 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     excerpt_index_chars: int = 500
     supersede_reads: bool = True
     micro_oversize_fraction: float = 0.05
+    payback_confidence: float = 0.9
+    payback_defers_full: bool = True
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -120,6 +126,7 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
             "full_compact_target",
             "micro_protect_fraction",
             "micro_oversize_fraction",
+            "payback_confidence",
         ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -187,6 +194,8 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
                 "micro_oversize_fraction": 0.0,
                 "micro_compact_threshold": 0.75,
                 "full_compact_target": 0.3,
+                "payback_confidence": 0.5,
+                "payback_defers_full": False,
                 **settings,
             }
         )
@@ -196,7 +205,8 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
         """The priced policy as it shipped before projection policy 3: stale outputs shortened to head
         and tail (policies 1 and 2), the last `micro_compact_stale_steps` steps kept whole by micro,
         fresh outputs whole, no pointer to newer reads, micro rounds from 75% of the budget and full
-        rounds aiming at 30% (`settings` override any field)."""
+        rounds aiming at 30%, a round paying back within as many calls as the session has made, no credit
+        for a full round it defers (`settings` override any field)."""
         return cls(
             **{
                 "micro_keep_steps": None,
@@ -206,6 +216,8 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
                 "micro_oversize_fraction": 0.0,
                 "micro_compact_threshold": 0.75,
                 "full_compact_target": 0.3,
+                "payback_confidence": 0.5,
+                "payback_defers_full": False,
                 **settings,
             }
         )

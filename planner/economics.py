@@ -61,12 +61,15 @@ class RoundEconomics(msgspec.Struct, frozen=True, kw_only=True):
 
     `payback_calls` is how many later calls it takes to recover the invalidation (0: it pays at once;
     infinite when it frees nothing); `expected_calls` how many later calls are expected to profit.
+    `deferred` is what the round saves besides the tokens it stops sending: the expected share of a
+    full round it puts off (`planner.payback.deferred_full`; 0 for a full round itself).
     """
 
     freed_tokens: int
     invalidated_tokens: int
     expected_calls: float
     payback_calls: float
+    deferred: float = 0.0
 
     @property
     def pays_back(self) -> bool:
@@ -76,18 +79,21 @@ class RoundEconomics(msgspec.Struct, frozen=True, kw_only=True):
 
 def net_gain(economics: RoundEconomics, pricing: CachePricing, summary_cost: float = 0.0) -> float:
     """What a round is expected to save over the calls expected after it, less what it costs (the
-    cache it invalidates, its summary): the measure that ranks candidate rounds."""
+    cache it invalidates, its summary): the measure that ranks candidate rounds. What it defers of a
+    full round counts as saved."""
     freed = economics.freed_tokens
-    saved = pricing.write * freed + pricing.read * freed * economics.expected_calls
+    saved = pricing.write * freed + pricing.read * freed * economics.expected_calls + economics.deferred
     return saved - (pricing.write - pricing.read) * economics.invalidated_tokens - summary_cost
 
 
-def payback_calls(freed: int, invalidated: int, pricing: CachePricing, summary_cost: float = 0.0) -> float:
+def payback_calls(
+    freed: int, invalidated: int, pricing: CachePricing, summary_cost: float = 0.0, *, deferred: float = 0.0
+) -> float:
     """Later calls needed before freeing `freed` tokens has paid for invalidating `invalidated` (and
-    for a summary, when the round asks for one)."""
+    for a summary, when the round asks for one), less what it saves by deferring a full round."""
     if freed <= 0:
         return math.inf
-    extra = (pricing.write - pricing.read) * invalidated - pricing.write * freed + summary_cost
+    extra = (pricing.write - pricing.read) * invalidated - pricing.write * freed + summary_cost - deferred
     if extra <= 0:
         return 0.0
     if pricing.read <= 0:
@@ -102,12 +108,15 @@ def round_economics(
     pricing: CachePricing,
     *,
     summary_cost: float = 0.0,
+    deferred: float = 0.0,
 ) -> RoundEconomics:
     """The economics of a round that frees `freed` tokens and invalidates `invalidated` cached ones
-    (`summary_cost`: what its summarizer request costs)."""
+    (`summary_cost`: what its summarizer request costs; `deferred`: what it saves by putting off a
+    full round)."""
     return RoundEconomics(
         freed_tokens=freed,
         invalidated_tokens=invalidated,
         expected_calls=expected_calls,
-        payback_calls=payback_calls(freed, invalidated, pricing, summary_cost),
+        payback_calls=payback_calls(freed, invalidated, pricing, summary_cost, deferred=deferred),
+        deferred=deferred,
     )

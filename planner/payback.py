@@ -4,12 +4,15 @@
 cached tokens a round invalidates are those of the view from the first message it changes to the end
 (a provider's cache holds the view's prefix up to there). The calls expected after a round are
 estimated from the session itself, without a clock: a session is expected to run about as many more
-calls as it has run so far, but what a round below the full threshold frees profits only until the
-view grows back to that threshold, where a full round would replace the history it shortened.
+calls as it has run so far (fewer, when a round must pay back with more confidence than even odds),
+but what a round below the full threshold frees profits only until the view grows back to that
+threshold, where a full round would replace the history it shortened — later than without the
+round, which saves a share of that full round's cost too.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from itertools import accumulate
 
@@ -65,17 +68,63 @@ def expected_calls(
 ) -> float:
     """Later calls expected to profit from a round that leaves the view at `view_after` tokens.
 
-    As many as the session has made so far, but no more than the calls until the view, growing as it
-    has grown per step so far (`stored_tokens` over the steps), reaches the full threshold again.
+    How long a session still runs is read off how long it has run: if every length is as likely as
+    its own scale (the Lindy rule), a session of `n` calls runs at least `k` more with probability
+    `n / (n + k)`. The calls a round may count on are those it reaches with the config's
+    `payback_confidence` (`n × (1 − c) / c`: `n` at 0.5, the median; `n / 9` at 0.9), and no more
+    than the calls until the view, growing as it has grown per step so far (`stored_tokens` over
+    the steps), reaches the full threshold again.
     """
     steps = len(snapshot.step_starts)
     if steps == 0:
         return 0.0
+    confidence = config.payback_confidence
+    likely = steps * (1.0 - confidence) / confidence if confidence > 0 else math.inf
     growth = stored_tokens / steps
     if growth <= 0:
-        return float(steps)
+        return float(likely)
     room = config.auto_compact_threshold * budget_tokens - view_after
-    return max(0.0, min(float(steps), room / growth))
+    return max(0.0, min(likely, room / growth))
+
+
+def deferred_full(
+    snapshot: TranscriptSnapshot,
+    config: CompactConfig,
+    *,
+    freed: int,
+    budget_tokens: int,
+    view_after: int,
+    stored_tokens: int,
+) -> float:
+    """What a round below the full threshold saves by putting off the next full round (0 without
+    `config.payback_defers_full` or hysteresis).
+
+    Between full rounds the view grows from the full target to the full threshold; a full round
+    costs its summarizer request (the history it replaces, written, and a summary's worth of output)
+    and writing the view it leaves. Every token a round frees puts that off by a token of growth, so
+    it saves its share of a full round's cost — if the session lasts until the view reaches the
+    threshold, which by the Lindy rule (`expected_calls`) it does with probability `n / (n + k)`, `k`
+    the calls that takes at the growth so far. A round at the threshold defers nothing: the full
+    round it would replace is due now, and is what it is weighed against.
+    """
+    steps = len(snapshot.step_starts)
+    if not (config.payback_defers_full and config.hysteresis) or steps == 0 or freed <= 0:
+        return 0.0
+    growth = stored_tokens / steps
+    threshold = config.auto_compact_threshold * budget_tokens
+    after_full = config.target_tokens(budget_tokens)
+    cycle = threshold - after_full
+    if growth <= 0 or cycle <= 0 or view_after + freed >= threshold:
+        return 0.0  # at the threshold the full round is due now: a round defending the budget defers none
+    calls = (threshold - view_after) / growth
+    reached = steps / (steps + calls)
+    pricing = config.cache_pricing
+    full_cost = (
+        pricing.write * cycle
+        + pricing.output * config.summary_allowance(budget_tokens)
+        + (pricing.write - pricing.read) * after_full
+    )
+    return reached * min(1.0, freed / cycle) * full_cost
 
 
 def micro_economics(
@@ -88,18 +137,30 @@ def micro_economics(
     budget_tokens: int,
     stored_tokens: int,
     summary_cost: float = 0.0,
+    full: bool = False,
 ) -> RoundEconomics:
     """The economics of a round that frees about `freed` tokens and invalidates `invalidated` cached
     ones (`invalidated_tokens` from the first message it changes); `summary_cost` is what its
-    summarizer request costs (a full round's)."""
+    summarizer request costs, with `full` for a full round (which defers no full round: it is one)."""
+    view_after = view_tokens_now - freed
     calls = expected_calls(
-        snapshot,
-        config,
-        budget_tokens=budget_tokens,
-        view_after=view_tokens_now - freed,
-        stored_tokens=stored_tokens,
+        snapshot, config, budget_tokens=budget_tokens, view_after=view_after, stored_tokens=stored_tokens
     )
-    return round_economics(freed, invalidated, calls, config.cache_pricing, summary_cost=summary_cost)
+    deferred = (
+        0.0
+        if full
+        else deferred_full(
+            snapshot,
+            config,
+            freed=freed,
+            budget_tokens=budget_tokens,
+            view_after=view_after,
+            stored_tokens=stored_tokens,
+        )
+    )
+    return round_economics(
+        freed, invalidated, calls, config.cache_pricing, summary_cost=summary_cost, deferred=deferred
+    )
 
 
 def choose_micro(

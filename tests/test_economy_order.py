@@ -4,7 +4,8 @@ It holds the budget (calls over it only where the newest step alone, its oversiz
 exceeds it), costs less than every peer that holds the budget too and keeps more of the facts the
 agent uses later than every one of them (at least 75%); it costs at most 0.70 of never compacting
 over all sessions and 0.80 over the sub-agent set, less than the previous policy and than the peers
-that do not hold the budget."""
+that do not hold the budget. At the fixed windows (32k, 64k, 128k) no session costs more than never
+compacting."""
 
 from __future__ import annotations
 
@@ -34,3 +35,11 @@ def test_the_shipped_policy_costs_less_and_keeps_more_than_every_peer_at_40_perc
     assert not_holding and all(shipped.cost < row.cost for row in not_holding)
     (order,) = bench_economy.order(list(rows.values()))
     assert order.cheaper and order.keeps_more and order.holding == tuple(row.policy for row in holding)
+
+
+def test_at_fixed_windows_the_shipped_policy_never_costs_more_than_never_compacting() -> None:
+    budgets = [bench_economy.Budget(window=w) for w in bench_economy.WINDOWS]
+    outcomes = bench_economy.run(budgets, ["shipped"], workers=2)
+    for row in bench_economy.rows(outcomes):
+        assert row.cost <= 1.0 and row.sub is not None and row.sub <= 1.0, row
+        assert row.worse == 0 and row.over == 0, row  # no session costs more than it, none over budget

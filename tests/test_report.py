@@ -183,7 +183,7 @@ def test_the_plot_has_a_point_per_model_call_and_a_marker_per_compaction(
     _open(browser, page)
     calls = _points(sim_db, "model-call")
     compactions = _points(sim_db, "compact")
-    assert len(calls) == 13 and len(compactions) == 3
+    assert len(calls) == 13 and len(compactions) == 4
     circles = browser.execute_script(
         "return [...document.querySelectorAll('circle.call')].map(c => Number(c.dataset.point))"
     )
@@ -205,8 +205,8 @@ def test_a_click_on_a_point_shows_the_view_replay_at_prints(browser: Any, page: 
         assert _shown(browser) == expected, call["point"]
         shown = browser.execute_script("return document.querySelectorAll('#view article.message').length")
         assert shown == len(expected["messages"])
-    # After a compaction, the diff names what left the view.
-    first = _points(sim_db, "compact")[0]["point"]
+    # After a full compaction, the diff names what left the view.
+    first = next(p["point"] for p in _points(sim_db, "compact") if p["result"]["outcome"] == "full_applied")
     after = next(i for i, c in enumerate(_points(sim_db, "model-call")) if c["point"] > first)
     _click_call(browser, after)
     assert browser.execute_script("return document.querySelectorAll('#diff li.gone').length") > 0
