@@ -23,9 +23,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.backends import MEMORY, POSTGRES, SQLITE_FILE, SQLITE_MEMORY, OnBackend
 from tests.test_redaction import KEY, SECRET, _leaky_session, _quoting_summarizer
 from tests.test_snapshots import _grow, _state
-from transcript import Message, Store, Transcript, verify
+from transcript import ConflictError, Message, Store, Transcript, verify
 from transcript.model.errors import StoreUnavailable
 from transcript.model.redaction import is_tombstone
+from transcript.session import snapshots
 from transcript.session.verifying import snapshot_problems
 from transcript.store.log import EventLog
 from transcript.store.memory import MemoryRecorder
@@ -138,6 +139,29 @@ class RedactionSnapshots(OnBackend):
         lazy, state = _opened(store, t.session_id)
         assert lazy and state == _folded(store, t.session_id) == _state(t)
         assert KEY not in _payloads(store) and SECRET not in _payloads(store)
+        _clean(store)
+
+    def test_after_a_redaction_the_periodic_snapshot_comes_with_the_next_write(
+        self, store: Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A long session is not left to full folds: the redacting transcript stores a snapshot of the
+        redacted fold with its next write; another one behind it catches up to the redacted fold."""
+        monkeypatch.setattr(snapshots, "EVERY", 10)
+        t, leak = _compacted_leak(store)
+        other = Transcript.attach(store.events, t.session_id, tokenizer=store.tokenizer)
+        other.visible_messages()
+        done = t.redact(leak, reason="leaked AWS key")
+        assert _snapshots(store, t.session_id) == []
+        t.append(Message.user("go on"))
+        (newest,) = _snapshots(store, t.session_id)
+        assert newest.version == t.version > done.versions[t.session_id]
+        assert _opened(store, t.session_id) == (True, _folded(store, t.session_id))
+        with pytest.raises(ConflictError):  # behind: it catches up, reading the redacted log
+            other.append(Message.user("and on"))
+        assert other.version == t.version and _state(other) == _state(t)
+        other.append(Message.user("and on"))
+        assert _opened(store, t.session_id) == (True, _folded(store, t.session_id))
+        assert KEY not in _payloads(store)
         _clean(store)
 
     def test_a_snapshot_from_before_the_redaction_put_back_is_passed_over_and_named(
