@@ -6,6 +6,7 @@ views; then redacted. The file's raw bytes (and its -wal and -shm) are read dire
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -54,21 +55,21 @@ def _rows(path: Path) -> dict[str, dict[tuple[str, ...], str]]:
     """The bodies and events tables as iterdump lines, keyed by row (message id; session and version)."""
     conn = sqlite3.connect(path)
     try:
-        bodies: dict[tuple[str, ...], str] = {
-            (row[0],): repr(row) for row in conn.execute("SELECT message_id, * FROM bodies ORDER BY id")
-        }
-        events: dict[tuple[str, ...], str] = {
-            (row[0], str(row[1])): repr(row)
-            for row in conn.execute("SELECT session_id, version, * FROM events ORDER BY session_id, version")
-        }
-        dumped = [
-            line
-            for line in conn.iterdump()
-            if line.startswith(('INSERT INTO "bodies"', 'INSERT INTO "events"'))
-        ]
+        dumped = list(conn.iterdump())
     finally:
         conn.close()
-    return {"bodies": bodies, "events": events, "dump": {(str(n),): line for n, line in enumerate(dumped)}}
+    rows: dict[str, dict[tuple[str, ...], str]] = {"bodies": {}, "events": {}}
+    for line in dumped:
+        if body := _BODY_LINE.match(line):
+            rows["bodies"][(body[1],)] = line
+        elif event := _EVENT_LINE.match(line):
+            rows["events"][(event[1].replace("''", "'"), event[2])] = line
+    assert rows["bodies"] and rows["events"]
+    return rows
+
+
+_BODY_LINE = re.compile(r"INSERT INTO \"bodies\" VALUES\(\d+,'([^']*)',")
+_EVENT_LINE = re.compile(r"INSERT INTO \"events\" VALUES\('((?:[^']|'')*)',(\d+),")
 
 
 def _snapshot_rows(path: Path) -> list[tuple[str, str]]:
