@@ -7,6 +7,7 @@ renders: directives freeze the numbers they use.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Mapping
@@ -24,16 +25,23 @@ DEFAULT_PROTECTED_TOOLS: Final = ("Agent", "Task", "AskUserQuestion", "goal", "T
 def _check_types(config: msgspec.Struct) -> None:
     """Every field of the type it declares (a float field takes an int; a tuple field any sequence),
     and every number finite: a config is plain data, checked when it is built."""
-    for field in msgspec.structs.fields(config):
-        value = getattr(config, field.name)
+    for name, kind in _field_types(type(config)):
+        value = getattr(config, name)
         try:
-            converted = msgspec.convert(value, field.type)
+            converted = msgspec.convert(value, kind)
         except msgspec.ValidationError as exc:
-            raise InvalidConfig(f"{field.name}={value!r}: {exc}") from None
+            raise InvalidConfig(f"{name}={value!r}: {exc}") from None
         if isinstance(converted, float) and not math.isfinite(converted):
-            raise InvalidConfig(f"{field.name} must be a finite number, not {value!r}")
+            raise InvalidConfig(f"{name} must be a finite number, not {value!r}")
         if converted is not value:
-            msgspec.structs.force_setattr(config, field.name, converted)
+            msgspec.structs.force_setattr(config, name, converted)
+
+
+@functools.cache
+def _field_types(cls: type[msgspec.Struct]) -> tuple[tuple[str, Any], ...]:
+    """Each field's name and declared type, resolved once per class (resolving the annotations is
+    most of the check's cost, and a config is built on every open)."""
+    return tuple((field.name, field.type) for field in msgspec.structs.fields(cls))
 
 
 class ConfigWarning(UserWarning):

@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.backends import MEMORY, POSTGRES, SQLITE_FILE, SQLITE_MEMORY, OnBackend
 from transcript import ConflictError, Message, Store, ToolCall, Transcript, verify
+from transcript.model.hashing import snapshot_digest
 from transcript.session import snapshots
 from transcript.store.log import EventLog
-from transcript.store.recorder import BodyRow
+from transcript.store.recorder import BodyRow, RecorderWrite, SnapshotRow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -185,6 +186,40 @@ class SnapshotBehaviour(OnBackend):
             found = store.events.snapshot("s")
             assert found is not None and found.version >= 10 and t.version - found.version < 10
 
+    def test_a_snapshot_keeps_no_step_start_of_the_excluded_history_but_the_last(self, location: str) -> None:
+        with Store.open(location, tokenizer="chars/4") as store:
+            t = _compacted(store)
+            assert isinstance(store.events, EventLog)
+            found = store.events.snapshot("s")
+            assert found is not None
+            state = snapshots.decode(found.payload)
+            whole = t.messages()
+        assert state is not None and state.excluded
+        end = state.excluded[-1][1]
+        starts = [seq for seq in whole.step_starts if seq < state.history]  # as of the snapshot
+        before = [seq for seq in starts if seq <= end]
+        assert len(before) > 1 and list(state.step_starts) == [before[-1], *(s for s in starts if s > end)]
+
+    def test_a_snapshot_of_an_older_format_is_passed_over_by_an_open_and_by_verify(
+        self, location: str
+    ) -> None:
+        with Store.open(location, tokenizer="chars/4") as store:
+            t = _compacted(store)
+            before = _state(t)
+            assert isinstance(store.events, EventLog)
+            found = store.events.snapshot("s")
+            assert found is not None
+            older = json.loads(found.payload) | {"format": snapshots.FORMAT - 1, "step_starts": [7]}
+            payload = json.dumps(older).encode()
+            digest = snapshot_digest("s", found.version, found.hash, payload)
+            row = SnapshotRow(found.version, found.hash, payload, digest)
+            store.events.recorder.insert([RecorderWrite("s", store.events.head("s"), [], [], row)])
+            assert store.events.snapshot("s") is not None
+        with Store.open(location, tokenizer="chars/4") as store:
+            assert _state(store.session("s")) == before
+        if self.backend.durable or self.backend is MEMORY:
+            assert verify(location).ok
+
 
 class TestSqliteFileSnapshots(SnapshotBehaviour):
     backend = SQLITE_FILE
@@ -235,7 +270,6 @@ def test_a_snapshot_resealed_with_other_content_is_named_by_verify(tmp_path: Pat
     state = json.loads(payload)
     state["stored_tokens"] += 1
     edited = json.dumps(state, separators=(",", ":")).encode()
-    from transcript.model.hashing import snapshot_digest
 
     conn.execute(
         "UPDATE snapshots SET payload = ?, digest = ? WHERE version = ?",

@@ -261,7 +261,8 @@ class LiveSession:
         """The entries a view is made of: all of them, but those a lazy open did not read."""
         if not self.lazy:
             return self.entries
-        return [entry for entry in self.entries if entry.seq >= 0]
+        # The entries a lazy open read are those it knows the position of: no walk of the history.
+        return [self.entries[seq] for seq in sorted(self.positions.values())]
 
     def snapshot(self) -> TranscriptSnapshot:
         """The planner's input: every entry at the current version."""

@@ -13,6 +13,7 @@ A snapshot is derived: every byte of it is rebuilt from the log (`state_of` over
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Final
@@ -33,7 +34,9 @@ from transcript.store.recorder import Problem
 
 # Events between snapshots written on the per-turn path (a full round writes one of its own).
 EVERY: Final = 1_000
-FORMAT: Final = 1
+# 2: step and turn starts from the last one at or before the excluded history's end (what a lazy
+# session uses), not every one of the history. A snapshot of an older format is passed over.
+FORMAT: Final = 2
 
 # What stands for a message of the excluded history whose body a lazy open did not read.
 UNREAD: Final = Entry(
@@ -96,12 +99,13 @@ def state_of(live: LiveSession) -> FoldState | None:
         else:
             shown.append(Shown(entry.seq, entry.message.id, entry.flags))
     ranges = ranges_of(excluded) if not live.lazy else _merged(live.excluded_ranges, excluded)
+    end = ranges[-1][1] if ranges else 0
     return FoldState(
         history=len(live.entries),
         shown=tuple(shown),
         excluded=ranges,
-        step_starts=tuple(live.step_starts),
-        turn_starts=tuple(live.turn_starts),
+        step_starts=_from_last_before(live.step_starts, end),
+        turn_starts=_from_last_before(live.turn_starts, end),
         pending=tuple(live.pending.items()),
         stored_tokens=live.stored_tokens,
         system_tokens=live.system_tokens,
@@ -115,6 +119,14 @@ def state_of(live: LiveSession) -> FoldState | None:
         fits=tuple(live.fits.values()),
         calibrated=_calibrated(live),
     )
+
+
+def _from_last_before(starts: list[int], end: int) -> tuple[int, ...]:
+    """The starts from the last one at or before `end` on: a lazy session needs only the newest
+    (the open step's calls, the tail a planner's floor counts), and the excluded history's are
+    read again whenever the whole log is folded; so a snapshot does not grow with that history."""
+    first = max(bisect.bisect_right(starts, end) - 1, 0)
+    return tuple(starts[first:])
 
 
 def _open_served(live: LiveSession) -> tuple[tuple[int, int, bool], ...]:
@@ -138,6 +150,19 @@ def _merged(ranges: tuple[tuple[int, int], ...], seqs: list[int]) -> tuple[tuple
 def encode(state: FoldState) -> bytes:
     """A snapshot's payload."""
     return _ENCODER.encode(state)
+
+
+class _Format(msgspec.Struct):
+    format: int = 0
+
+
+def older_format(payload: bytes) -> bool:
+    """Whether a payload is a snapshot of an older format than this release writes (passed over by
+    opens and by `verify`: the next snapshot replaces it)."""
+    try:
+        return msgspec.json.decode(payload, type=_Format).format < FORMAT
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
 
 
 def decode(payload: bytes) -> FoldState | None:
@@ -207,6 +232,8 @@ def check_snapshots(
             index += 1
         record = by_version.get(version)
         expected = state_of(live) if record is not None and record.hash == head else None
+        if intact and older_format(payload):
+            continue
         found = decode(payload) if intact else None
         if expected is None or found is None or encode(found) != encode(expected):
             why = (
