@@ -68,19 +68,10 @@ def _state(t: Transcript) -> tuple[object, ...]:
 class SnapshotBehaviour(OnBackend):
     """The same on every backend that a second open shares."""
 
-    @pytest.fixture
-    def location(self, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    @pytest.fixture(autouse=True)
+    def _shared(self) -> None:
         if not self.backend.shared:
             pytest.skip(f"{self.backend.name}: a reopen is another store")
-        cluster = request.getfixturevalue("postgres_cluster") if self.backend is POSTGRES else None
-        location = self.backend.location(tmp_path, cluster)
-        yield location
-        if location.startswith("memory://"):
-            from transcript.store.memory import MemoryRecorder
-
-            MemoryRecorder.discard(location)
-        if cluster is not None:
-            cluster.drop_schema(location)
 
     def test_a_reopen_reads_only_the_bodies_its_view_shows(self, location: str) -> None:
         with Store.open(location, tokenizer="chars/4") as store:
