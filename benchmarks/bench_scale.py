@@ -56,6 +56,7 @@ from synthetic import SyntheticSession  # noqa: E402
 
 from planner import CompactConfig  # noqa: E402
 from transcript import Message, Store, Transcript  # noqa: E402
+from transcript.session import snapshots  # noqa: E402
 from transcript.tokens import TokenCounter, get_counter, message_tokens  # noqa: E402
 
 SESSION = "bench"
@@ -111,8 +112,9 @@ def build(size: int, cache: Path) -> Path:
 
 
 def compacted(size: int, cache: Path) -> Path:
-    """The same session after one forced full round: its view is a few messages."""
-    path = cache / f"synthetic-{size}-compacted.db"
+    """The same session after one forced full round: its view is a few messages (built again when
+    the snapshot format changes: an open passes over a snapshot of an older one)."""
+    path = cache / f"synthetic-{size}-compacted-s{snapshots.FORMAT}.db"
     if not path.exists():
         partial = path.with_suffix(".partial")
         _copy(build(size, cache), partial)
