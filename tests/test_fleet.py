@@ -78,7 +78,9 @@ while done < turns:
             retried(lambda: t.compact(budget_tokens=1_200, summarizer=summarizer))
             retried(lambda: t.visible_messages(record=True))
             time.sleep(rng.random() * 0.005)  # the model thinks
-            turn_id = f"w{worker}-t{done}"
+            # A life of its own in the id: a kill between the commit and the journal line leaves that
+            # turn stored and unacknowledged, and the next life appends its own turn, not that id again.
+            turn_id = f"w{worker}-l{life}-t{done}"
             call = ToolCall(id=f"{turn_id}-call", name="Bash", input={"command": f"pytest -k case{done}"})
             text = f"worker {worker} runs case {done}"
             answer = Message.assistant(text, tool_calls=[call], id=f"{turn_id}-a")
