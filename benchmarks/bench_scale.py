@@ -356,7 +356,7 @@ def cold_rows(size: int, cache: Path, work: Path, repeats: int) -> list[Row]:
             ids = "" if whole else ",".join(shown)
             visible_bytes = sum(len(_ENCODER.encode(m)) for m in view.messages)
         _fresh(_COLD_OURS, str(path), SESSION)  # warm the page cache and the bytecode
-        walls, cpus, ours_w, floor_w, ours_c, floor_c, peaks = [], [], [], [], [], [], []
+        walls, cpus, ours_w, floor_w, ours_c, floor_c, peaks, floor_peaks = [], [], [], [], [], [], [], []
         for _ in range(repeats):
             ours = _fresh(_COLD_OURS, str(path), SESSION)
             floor = _fresh(_COLD_FLOOR, str(path), SESSION, ids)
@@ -365,6 +365,7 @@ def cold_rows(size: int, cache: Path, work: Path, repeats: int) -> list[Row]:
             floor_w.append(floor[0])
             floor_c.append(floor[1])
             peaks.append(ours[3] * 1024 / max(visible_bytes, 1))
+            floor_peaks.append(floor[3] * 1024)
             walls.append(ours[0] / floor[0])
             cpus.append(ours[1] / floor[1])
         rows.append(
@@ -393,7 +394,8 @@ def cold_rows(size: int, cache: Path, work: Path, repeats: int) -> list[Row]:
                 statistics.median(peaks) * visible_bytes / 2**20,
                 peaks,
                 unit="MB",
-                note=f"view {len(view)} messages",
+                note=f"view {len(view)} messages; the floor's own peak "
+                f"{statistics.median(floor_peaks) / 2**20:.3f} MB",
             )
         )
     return rows

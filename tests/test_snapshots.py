@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from planner import CompactConfig
 from tests.backends import MEMORY, POSTGRES, SQLITE_FILE, SQLITE_MEMORY, OnBackend
 from transcript import ConflictError, Message, Store, ToolCall, Transcript, verify
+from transcript.model import hashing
 from transcript.model.hashing import snapshot_digest
 from transcript.session import snapshots
 from transcript.store.log import EventLog
@@ -323,3 +324,41 @@ def test_an_open_from_a_snapshot_and_a_full_fold_give_the_same_view(
     whole, *folded = _fresh(path, "whole")
     assert lazy is True and whole is False
     assert opened == folded and len(str(opened)) > 100
+
+
+_COLD = """
+import json, sys
+from transcript import Transcript
+t = Transcript.open(sys.argv[1], session_id="s", readonly=True)
+view = t.visible_messages()
+print(json.dumps([t._live.lazy, "hashlib" in sys.modules, view.canonical_json().decode()]))
+"""
+
+
+def _cold(path: Path) -> list[object]:
+    run = subprocess.run(
+        [sys.executable, "-c", _COLD, str(path)], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    found: list[object] = json.loads(run.stdout)
+    return found
+
+
+def test_a_cold_open_checks_its_snapshot_without_loading_hashlib(tmp_path: Path) -> None:
+    """A snapshot's digest is checked with the interpreter's own sha256 while nothing has loaded
+    hashlib (OpenSSL takes ~5 ms to load): a damaged snapshot is still told and passed over."""
+    path = tmp_path / "t.db"
+    with Store.open(path, tokenizer="chars/4") as store:
+        expected = _compacted(store).visible_messages().canonical_json()
+    assert _cold(path) == [True, False, expected.decode()]
+    _tamper(path, "UPDATE snapshots SET payload = replace(payload, '\"history\":', '\"history\": ')")
+    assert _cold(path) == [False, False, expected.decode()]
+
+
+@given(payload=st.binary(max_size=hashing.SMALL + 64), head=st.text(max_size=20))
+def test_a_snapshot_digest_is_the_same_whether_or_not_hashlib_is_loaded(payload: bytes, head: str) -> None:
+    loaded = snapshot_digest("s", 7, head, payload)
+    saved = sys.modules.pop("hashlib")
+    try:
+        assert snapshot_digest("s", 7, head, payload) == loaded
+    finally:
+        sys.modules["hashlib"] = saved

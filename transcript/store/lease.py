@@ -11,7 +11,6 @@ lease; it keeps two loops from spending model calls on one session at once.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import threading
 from collections.abc import Iterator
@@ -26,6 +25,8 @@ _HELD_LOCK: Final = threading.Lock()
 
 def key(scope: str, session_id: str) -> int:
     """A stable 63-bit number for a session of a store (an advisory lock key, a byte offset)."""
+    import hashlib  # on first use: an open that takes no lease never loads it (~5 ms)
+
     digest = hashlib.sha256(f"{scope}\x00{session_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
 
