@@ -550,13 +550,13 @@ def export_rows(size: int, cache: Path, work: Path, repeats: int) -> list[Row]:
         + """
 import sys
 import transcript
-from transcript.cli import main
+from transcript.cli import cli
 def rchar():
     with open("/proc/self/io") as io:
         return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
 base, read = start_peak(), rchar()
 try:
-    main(sys.argv[3:], standalone_mode=False)
+    cli.main(sys.argv[3:], standalone_mode=False)
 finally:
     sys.stdout.flush()
     print(rchar() - read, peak_kb() - base, file=sys.stderr)
@@ -576,10 +576,11 @@ finally:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,
-                check=True,
                 cwd=ROOT,
                 env=env,
             )
+            if done.returncode:
+                raise SystemExit(f"a fresh interpreter failed:\n{done.stderr}")
             read, peak = (int(v) for v in done.stderr.split()[-2:])
             into.append(read if into is reads else peak * 1024)
     return [
