@@ -187,23 +187,15 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def previous(cls, **settings: Any) -> CompactConfig:
         """The policy of the previous release: no cache pricing, no payback gate, no hysteresis, no
-        emergency path, tool results only (`settings` override any field)."""
-        return cls(
+        emergency path, tool results only, on the priced policy's other settings (`settings` override
+        any field)."""
+        return cls.priced(
             **{
                 "pricing": "none",
                 "payback_gate": False,
                 "hysteresis": False,
                 "emergency_path": False,
                 "micro_observations": False,
-                "micro_protect_fraction": 0.0,
-                "micro_keep_steps": None,
-                "stale_outputs": "truncate",
-                "supersede_reads": False,
-                "micro_oversize_fraction": 0.0,
-                "micro_compact_threshold": 0.75,
-                "full_compact_target": 0.3,
-                "payback_confidence": 0.5,
-                "payback_defers_full": False,
                 **settings,
             }
         )
