@@ -5,6 +5,7 @@ event loops, and a round whose session moved while its summarizer ran.
 from __future__ import annotations
 
 import asyncio
+import gc
 import subprocess
 import sys
 import threading
@@ -251,3 +252,41 @@ def test_sessions_in_one_process_need_no_sqlite_of_their_own_thread(tmp_path: Pa
     assert seen == [1]
     store.close()
     assert sys.modules.get("sqlite3") is not None
+
+
+def _most_walked_during_open(path: Path, session_id: str) -> int:
+    """The most objects a garbage collection walked while this session opened and rendered its view,
+    above what was tracked before (collections forced often, as a busy process has them)."""
+    gc.collect()
+    before = len(gc.get_objects())
+    walked: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            walked.append(len(gc.get_objects()))
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(100, 1, 1)
+    gc.callbacks.append(count)
+    try:
+        with Transcript.open(path, session_id=session_id) as t:
+            t.visible_messages(record=True)
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*threshold)
+    return max(walked, default=before) - before
+
+
+def test_opening_a_long_session_gives_the_collector_no_more_to_walk(tmp_path: Path) -> None:
+    """Every garbage collection walks every tracked object (a full one, all of them), and while it
+    runs no other thread does: an event loop next to an `AsyncTranscript` waits for it. What a
+    session reads and keeps per message (bodies, counts, rendered messages) is untracked, so while a
+    2,000-message session opens, the collections that happen walk little more than for a short one:
+    the rows of the chunk being read (500 at a time), not the history read so far."""
+    for name, steps in (("short", 20), ("long", 1_000)):
+        with Transcript.open(tmp_path / f"{name}.db", session_id=name) as t:
+            _started(t, steps)
+    _most_walked_during_open(tmp_path / "short.db", "short")  # the first open imports what all use
+    short = _most_walked_during_open(tmp_path / "short.db", "short")
+    long = _most_walked_during_open(tmp_path / "long.db", "long")
+    assert long - short < 1_000, (short, long)

@@ -8,6 +8,7 @@ message (`transcript.session.incremental`). Replay folds a log the same way. Thi
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
@@ -41,7 +42,7 @@ from transcript.model.history import check_order, pending_after
 from transcript.model.result import CompactResult
 from transcript.model.usage import Calibration
 from transcript.session.incremental import LiveView
-from transcript.store.port import UnreadableEvent
+from transcript.store.port import StoredBody, UnreadableEvent
 
 
 class LiveSession:
@@ -54,8 +55,9 @@ class LiveSession:
         self.entries: list[Entry] = []
         self.positions: dict[str, int] = {}
         self.pending: dict[str, str] = {}
-        self.step_starts: list[int] = []
-        self.turn_starts: list[int] = []
+        # Arrays, not lists: a list of ints is walked by every garbage collection that reaches it.
+        self.step_starts: array[int] = array("q")
+        self.turn_starts: array[int] = array("q")
         self.rendered = LiveView(caps)
         self.results: list[CompactResult] = []
         self.served: list[str] = []
@@ -94,12 +96,12 @@ class LiveSession:
         self.rendered.appended(entry)
         return entry
 
-    def load(self, bodies: Sequence[tuple[Message, tuple[int, ...]]]) -> None:
+    def load(self, bodies: Sequence[StoredBody]) -> None:
         """Start from a whole history read at once (a cold open): one pass, no per-message events."""
         if self.entries:
             raise ValueError("load() starts an empty live session")
         self.entries = [
-            Entry(seq=seq, message=message, tokens=tokens) for seq, (message, tokens) in enumerate(bodies)
+            Entry(seq=seq, message=body.message, tokens=body.tokens) for seq, body in enumerate(bodies)
         ]
         self.positions = {entry.message.id: entry.seq for entry in self.entries}
         self.stored_tokens = sum(entry.token_count for entry in self.entries)
@@ -142,7 +144,7 @@ class LiveSession:
         self,
         version: int,
         event: Event | UnreadableEvent,
-        bodies: Mapping[str, tuple[Message, tuple[int, ...]]],
+        bodies: Mapping[str, StoredBody],
     ) -> None:
         """Apply one event read from the log (`bodies` holds the bodies its appends refer to).
 
@@ -158,7 +160,7 @@ class LiveSession:
                     f"session {self.session_id!r}: event {version} appends {event.message_id!r}, "
                     "whose body is not stored (run `transcript verify`)"
                 )
-            message, tokens = body
+            message, tokens = body.message, body.tokens
             if event.seq != len(self.entries):
                 raise StoreCorrupted(
                     f"session {self.session_id!r}: event {version} appends seq {event.seq}, "

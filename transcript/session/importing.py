@@ -183,7 +183,7 @@ def _plan_session(
 
     loaded = store.load(session.session_id)
     live = LiveSession(session.session_id, counter.name)
-    live.load([(body.message, body.tokens) for body in loaded.bodies])
+    live.load(loaded.bodies)
     for version, event in loaded.events:
         live.apply(version, event, {})
     if not _stored_before_namespaces(live, session):

@@ -8,6 +8,7 @@ the view is rebuilt in memory (SPEC §5): planned again, never persisted, and sa
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 
 import msgspec
@@ -43,8 +44,10 @@ class LiveView:
         # rebuilt and hashed again, so a view costs what changed, not the session's length.
         self._dirty: set[int] = set()
         self._unhashed: set[int] = set()
-        self._counts: list[int] = []
-        self._directed: list[bool] = []
+        # An array and a bytearray, not lists: a list of ints is walked by every garbage collection
+        # that reaches it (an event loop next to an `AsyncTranscript` waits for those).
+        self._counts: array[int] = array("q")
+        self._directed = bytearray()
         self._where: dict[str, int] | None = {}
         self._tokens = 0
         self._with_directive = 0
@@ -87,7 +90,7 @@ class LiveView:
         self._order.append(entry)
         self._shown.append(entry.message)
         self._counts.append(0)
-        self._directed.append(False)
+        self._directed.append(0)
         self._digests.append("")
         self._render_at(len(self._order) - 1)
 
@@ -215,8 +218,8 @@ class LiveView:
         self._chunk_hashes = []
         self._unrecorded = None
         self._shown = [entry.message for entry in order]
-        self._counts = [entry.shown_tokens for entry in order]
-        self._directed = [False] * len(order)
+        self._counts = array("q", [entry.shown_tokens for entry in order])
+        self._directed = bytearray(len(order))
         self._where = None  # built when a mark first needs it
 
         self._tokens = sum(self._counts)

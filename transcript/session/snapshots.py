@@ -14,7 +14,8 @@ A snapshot is derived: every byte of it is rebuilt from the log (`state_of` over
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Mapping
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final
 
@@ -121,7 +122,7 @@ def state_of(live: LiveSession) -> FoldState | None:
     )
 
 
-def _from_last_before(starts: list[int], end: int) -> tuple[int, ...]:
+def _from_last_before(starts: Sequence[int], end: int) -> tuple[int, ...]:
     """The starts from the last one at or before `end` on: a lazy session needs only the newest
     (the open step's calls, the tail a planner's floor counts), and the excluded history's are
     read again whenever the whole log is folded; so a snapshot does not grow with that history."""
@@ -193,8 +194,8 @@ def lazy_live(
     live.lazy = True
     live.excluded_ranges = state.excluded
     live.version = version
-    live.step_starts = list(state.step_starts)
-    live.turn_starts = list(state.turn_starts)
+    live.step_starts = array("q", state.step_starts)
+    live.turn_starts = array("q", state.turn_starts)
     live.pending = dict(state.pending)
     live.stored_tokens = state.stored_tokens
     live.system_tokens = state.system_tokens

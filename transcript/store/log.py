@@ -14,7 +14,6 @@ tolerantly: a damaged mark is an `UnreadableEvent` the fold can live with, any o
 from __future__ import annotations
 
 import functools
-import gc
 import os
 import threading
 import uuid
@@ -840,9 +839,7 @@ def _history_bodies(session_id: str, rows: Iterable[HistoryRow]) -> list[StoredB
     """
     message, tokens = MESSAGE_DECODER.decode, _TOKENS_DECODER.decode
     bodies: list[StoredBody] = []
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    if True:
         for seq, (version, stored_seq, message_id, body, counts) in enumerate(rows):
             where = f"events row (session {session_id!r}, version {version})"
             if stored_seq != seq:
@@ -862,7 +859,4 @@ def _history_bodies(session_id: str, rows: Iterable[HistoryRow]) -> list[StoredB
                     f"bodies row (message {message_id!r}): it holds message {stored.message.id!r}"
                 )
             bodies.append(stored)
-    finally:
-        if paused:
-            gc.enable()
     return bodies
