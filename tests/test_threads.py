@@ -290,3 +290,26 @@ def test_opening_a_long_session_gives_the_collector_no_more_to_walk(tmp_path: Pa
     short = _most_walked_during_open(tmp_path / "short.db", "short")
     long = _most_walked_during_open(tmp_path / "long.db", "long")
     assert long - short < 1_000, (short, long)
+
+
+def test_a_loop_over_a_migrated_file_loads_no_migration_or_resource_machinery(tmp_path: Path) -> None:
+    """Every module a process loads stays for every later full collection to walk. A loop over a
+    file that needs no migration loads neither `sqlite_utils` (with click, dateutil and pluggy) nor
+    `importlib.resources` (with zipfile and tempfile): only a file's first open after an upgrade
+    migrates, and the bundled rank file is read by its path."""
+    path = tmp_path / "t.db"
+    Transcript.open(path, session_id="s").close()
+    script = (
+        "import sys\n"
+        "from transcript import Message, Transcript\n"
+        f"with Transcript.open({str(path)!r}, session_id='s') as t:\n"
+        "    t.append(Message.user('make the date parser accept ISO weeks'))\n"
+        "    t.compact(budget_tokens=4_000)\n"
+        "    t.visible_messages(record=True)\n"
+        "print(sorted(m for m in ('sqlite_utils', 'click', 'importlib.resources', 'zipfile') "
+        "if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [PYTHON, "-c", script], capture_output=True, text=True, cwd=PROJECT_ROOT, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr

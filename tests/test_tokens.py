@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import base64
 import functools
-import importlib.resources
 import math
 import os
 import random
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
@@ -403,19 +401,14 @@ def test_unknown_tokenizer_is_refused_before_the_file_is_created(tmp_path: Path)
 def rank_file_at(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[[bytes], None]:
     """Point the counter's loader at a copy of the rank file with the given content.
 
-    `Cl100kCounter._load` finds its file through `importlib.resources.files("transcript")` and takes
-    no path, so `files` is replaced for the package `transcript` only (every other anchor goes to the
-    real function). tiktoken's download cache is moved to an empty folder, so the copy is really read.
+    `Cl100kCounter` without a path reads the bundled file, `transcript.tokens.BUNDLED_RANKS`, at its
+    first count: that path is moved to the copy. tiktoken's download cache is moved to an empty
+    folder, so the copy is really read.
     """
     package = tmp_path / "package"
     (package / "data").mkdir(parents=True)
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "cache"))
-    real_files = importlib.resources.files
-
-    def files(anchor: Any) -> Any:
-        return package if anchor == "transcript" else real_files(anchor)
-
-    monkeypatch.setattr(importlib.resources, "files", files)
+    monkeypatch.setattr(transcript.tokens, "BUNDLED_RANKS", package / "data" / "cl100k_base.tiktoken")
     # A store opened after this gets a new counter, not the process-wide one already loaded.
     monkeypatch.setattr(transcript.tokens, "_SHARED", {})
 

@@ -44,6 +44,10 @@ CHARS_PER_TOKEN: Final = "chars/4"
 CHUNK_CHARS: Final = 65_536
 LOOKBACK_CHARS: Final = 4_096
 CL100K_SHA256: Final = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+# The bundled rank file sits beside this module in every install (a wheel, an editable one): read by
+# path, not through `importlib.resources`, which loads zipfile, tempfile and shutil with it (some
+# thousands more objects for every later garbage collection of the process to walk).
+BUNDLED_RANKS: Path = Path(__file__).with_name("data") / "cl100k_base.tiktoken"
 # The split pattern and special tokens tiktoken defines for cl100k_base (tiktoken_ext.openai_public).
 _CL100K_PATTERN: Final = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|"""
@@ -100,12 +104,8 @@ class Cl100kCounter:
         import hashlib
 
         try:
-            if self._path is None:
-                from importlib import resources
-
-                data = (resources.files("transcript") / "data" / "cl100k_base.tiktoken").read_bytes()
-            else:
-                data = Path(self._path).read_bytes()
+            path = BUNDLED_RANKS if self._path is None else self._path
+            data = Path(path).read_bytes()
             expected = self._sha256 or CL100K_SHA256
             actual = hashlib.sha256(data).hexdigest()
             if actual != expected:

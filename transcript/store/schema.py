@@ -596,7 +596,13 @@ def readable_as_is(applied: tuple[str, ...]) -> bool:
 
 def migrate(conn: sqlite3.Connection, *, only: tuple[str, ...] | None = None) -> None:
     """Apply pending migrations under the write lock (several processes may open a new file at once);
-    `only`: just these (what a file that records them holds, for comparing schemas)."""
+    `only`: just these (what a file that records them holds, for comparing schemas).
+
+    A file with nothing pending (every open but a file's first after an upgrade) is checked and left
+    as it is without loading `sqlite_utils` (and click, dateutil, pluggy with it: ~5,600 objects that
+    every later garbage collection of the process would walk)."""
+    if only is None and not check(conn, can_migrate=True):
+        return
     from sqlite_utils import Database
     from sqlite_utils.migrations import Migrations
 
