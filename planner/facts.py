@@ -24,7 +24,6 @@ from typing import Final
 
 from transcript.model.message import Message, ReasoningPart, TextPart, ToolCall, ToolResult
 
-_CANDIDATES: Final = re.compile(r"(?P<path>[\w.~-]*(?:/[\w.-]+)+/?)|(?P<word>[\w.-]+)")
 _LETTER: Final = re.compile(r"[A-Za-z]")
 _DOTTED: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _WORD_SPLIT: Final = re.compile(r"[.-]")
@@ -34,25 +33,83 @@ _NUMBER: Final = re.compile(r"\d{4,}")
 _HEX: Final = re.compile(r"[0-9a-fA-F]{7,}")
 _HEX_LETTER: Final = re.compile(r"[a-fA-F]")
 _DIGIT: Final = re.compile(r"\d")
+# A fact's candidates: a path (the only kind holding a '/'), else a word.
+_CANDIDATES: Final = re.compile(r"[\w.~-]*(?:/[\w.-]+)+/?|[\w.-]+")
+# What stands for a line break among a text's chunks (no whitespace: `str.split` keeps it), for a
+# text that does not hold it.
+_BREAK: Final = "\x00"
+_SPACED_BREAK: Final = " \x00 "
+# Each whitespace-free chunk's facts, by chunk, up to this many (then forgotten and learnt again).
+_KNOWN_LIMIT: Final = 1 << 17
+_KNOWN: dict[str, tuple[str, ...]] = {}
 
 
 def facts(text: str) -> set[str]:
     """The distinctive tokens of a text (see the module docstring)."""
     found: set[str] = set()
-    for match in _CANDIDATES.finditer(text):
-        token = match.group(0)
-        if match.lastgroup == "path":
+    known = _KNOWN
+    for chunk in text.split():
+        got = known.get(chunk)
+        found.update(_chunk_facts(chunk) if got is None else got)
+    return found
+
+
+def line_facts(text: str) -> list[set[str]]:
+    """`facts(line)` for every line of `text.split("\\n")` (each set built as `facts` builds it)."""
+    lines: list[set[str]] = [set() for _ in range(text.count("\n") + 1)]
+    for index, found in fact_lines(text):
+        lines[index] = found
+    return lines
+
+
+def fact_lines(text: str) -> list[tuple[int, set[str]]]:
+    """(index, `facts(line)`) for the lines of `text.split("\\n")` that hold a fact, in order, read
+    chunk by chunk (runs without whitespace: no candidate spans two)."""
+    if _BREAK in text:
+        return [(index, named) for index, line in enumerate(text.split("\n")) if (named := facts(line))]
+    # One split of the whole text, each line break standing as a chunk of its own.
+    known = _KNOWN
+    out: list[tuple[int, set[str]]] = []
+    index = 0
+    found: set[str] = set()
+    for chunk in text.replace("\n", _SPACED_BREAK).split():
+        got = known.get(chunk)
+        if got is None:
+            if chunk == _BREAK:
+                if found:
+                    out.append((index, found))
+                    found = set()
+                index += 1
+                continue
+            got = _chunk_facts(chunk)
+        if got:
+            found.update(got)
+    if found:
+        out.append((index, found))
+    return out
+
+
+def _chunk_facts(chunk: str) -> tuple[str, ...]:
+    """The facts of a text without whitespace, in the order `facts` adds them, remembered: a text
+    repeats its words, and no candidate holds whitespace, so a chunk's facts depend on the chunk
+    alone."""
+    found: list[str] = []
+    for token in _CANDIDATES.findall(chunk):
+        if "/" in token:  # only a path holds a '/'
             path = token.rstrip("./")
             if len(path) > 2 and _LETTER.search(path):
-                found.add(path)
+                found.append(path)
             continue
         dotted = token.strip(".-")
         if _DOTTED.fullmatch(dotted):
-            found.add(dotted)
-        for word in _WORD_SPLIT.split(token):
-            if _is_fact(word):
-                found.add(word)
-    return found
+            found.append(dotted)
+        found.extend(word for word in _WORD_SPLIT.split(token) if _is_fact(word))
+    known = tuple(found)
+    if chunk != _BREAK:  # never remembered: `fact_lines` tells a line break by its missing entry
+        if len(_KNOWN) >= _KNOWN_LIMIT:
+            _KNOWN.clear()
+        _KNOWN[chunk] = known
+    return known
 
 
 def _is_fact(word: str) -> bool:

@@ -19,7 +19,7 @@ from collections.abc import Container, Mapping, Sequence
 from typing import Final
 
 from planner.config import CompactConfig
-from planner.facts import facts, used_facts
+from planner.facts import fact_lines, used_facts
 from transcript.model import EXCERPT, SUPERSEDE, DirectiveEntry, Entry, ToolCall, TranscriptSnapshot
 
 # Tools that read a file without changing it, by lowercased name (and str_replace_editor's `view`).
@@ -107,39 +107,49 @@ def kept_lines(text: str, used: Container[str], config: CompactConfig) -> tuple[
     """What an excerpt keeps of `text` besides its head and tail: the lines holding facts in `used`,
     the ones naming most of them first (then the earliest), at most `excerpt_lines`; and an index of
     the other facts the omitted part names — those the agent used first, then the most frequent —
-    in at most `excerpt_index_chars`."""
-    head, tail = config.excerpt_head_chars, len(text) - config.excerpt_tail_chars
+    in at most `excerpt_index_chars`.
+
+    The omitted part is every line that reaches past the head and starts before the tail; only its
+    lines holding a fact count (`planner.facts.fact_lines`)."""
+    first, last = _middle(text, config.excerpt_head_chars, len(text) - config.excerpt_tail_chars)
+    omitted = [(index, found) for index, found in fact_lines(text) if first <= index < last]
+    # The omitted part's facts the agent used after the output: one look-up per fact, not per line.
+    wanted = {fact for fact in set().union(*(found for _, found in omitted)) if fact in used}
     scored: list[tuple[int, int]] = []
-    omitted: list[set[str]] = []
-    offset = 0
-    for index, line in enumerate(text.split("\n")):
-        start, offset = offset, offset + len(line) + 1
-        if start + len(line) <= head or start >= tail or not line.strip():
-            continue
-        found = facts(line)
-        score = sum(fact in used for fact in found)
-        if score and config.excerpt_lines > 0:
-            scored.append((-score, index))
-        omitted.append(found)
+    if config.excerpt_lines > 0 and wanted:
+        for index, found in omitted:
+            score = len(found & wanted)
+            if score:
+                scored.append((-score, index))
     chosen = sorted(scored)[: config.excerpt_lines]
     lines = tuple(sorted(index for _, index in chosen))
-    return lines, _index(omitted, lines, text, used, config.excerpt_index_chars)
+    return lines, _index(omitted, lines, wanted, config.excerpt_index_chars)
 
 
-def _index(
-    omitted: list[set[str]], lines: tuple[int, ...], text: str, used: Container[str], room: int
-) -> str:
-    """The facts of the omitted lines not in the kept ones, as "a, b, c", within `room` characters."""
+def _middle(text: str, head: int, tail: int) -> tuple[int, int]:
+    """The indexes [first, last) of the lines of `text` that end after `head` and start before `tail`
+    (a line ends at its line break, or at the text's end)."""
+    first = text.count("\n") + 1 if len(text) <= head else text.count("\n", 0, max(head + 1, 0))
+    last = 1 + text.count("\n", 0, tail - 1) if tail > 0 else 0
+    return first, last
+
+
+def _index(omitted: list[tuple[int, set[str]]], lines: tuple[int, ...], used: set[str], room: int) -> str:
+    """The facts of the omitted lines not in the kept ones, as "a, b, c", within `room` characters
+    (`used`: those of them the agent used after the output)."""
     if room <= 0:
         return ""
-    split = text.split("\n")
-    kept = set().union(*(facts(split[i]) for i in lines)) if lines else set()
+    chosen_lines = set(lines)
+    kept = set().union(*(found for index, found in omitted if index in chosen_lines))
     counts: dict[str, int] = {}
     first: dict[str, int] = {}
-    for position, found in enumerate(omitted):
+    for position, (_, found) in enumerate(omitted):
         for fact in found - kept:
-            counts[fact] = counts.get(fact, 0) + 1
-            first.setdefault(fact, position)
+            if fact in counts:
+                counts[fact] += 1
+            else:
+                counts[fact] = 1
+                first[fact] = position
     ranked = sorted(counts, key=lambda f: (f not in used, -counts[f], first[f]))
     chosen: list[str] = []
     size = 0
