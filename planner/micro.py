@@ -163,17 +163,32 @@ def micro_boundary(snapshot: TranscriptSnapshot, config: CompactConfig, budget_t
     room = config.micro_protect_fraction * budget_tokens
     protected = len(snapshot.entries)
     outputs = 0
+    entries = snapshot.entries
     for position in range(len(starts) - 1, -1, -1):
         start = starts[position]
-        outputs += sum(
-            view_tokens(entry)
-            for entry in snapshot.entries[start:protected]
-            if entry.message.role != "assistant"
-        )
+        outputs += _output_tokens(entries, start, protected)
         if outputs > room and position < len(starts) - 1:
             break
         protected = start
     return max(boundary, protected)
+
+
+def _output_tokens(entries: Sequence[Entry], start: int, stop: int) -> int:
+    """`view_tokens` summed over the entries in [start, stop) that are no assistant message (whose
+    shown tokens are then all their stored ones), without a copy of the range."""
+    total = 0
+    for seq in range(start, stop):
+        entry = entries[seq]
+        if entry.message.role == "assistant":
+            continue
+        tokens = sum(entry.tokens)
+        flags = entry.flags
+        directive = flags.projection
+        if directive is not None and not flags.excluded:
+            tokens += sum(item.rendered_tokens - item.original_tokens for item in directive.entries)
+        if tokens > 0:
+            total += tokens
+    return total
 
 
 def plan_micro(

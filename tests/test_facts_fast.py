@@ -1,7 +1,8 @@
-"""The one-pass fact reading (planner.facts: `facts` from remembered tokens, `line_facts` a line at
-a time) against the definition read match by match, as the module reads it since its first
-release: the same facts, added in the same order (so even a set's iteration order, which a plan's
-excerpt index follows for ties, is the same)."""
+"""What a micro round reads, made proportional to what it touches, against its definitions as
+first written: facts read chunk by chunk (planner.facts) against the match-by-match reading — the
+same facts added in the same order, so even a set's iteration order, which an excerpt's index
+follows for ties, is the same; an excerpt's kept lines and index (planner.stale.kept_lines); whole
+plans on random sessions; and the protected boundary (planner.micro.micro_boundary)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from hypothesis import given, settings, strategies as st
 from planner import facts as facts_module, stale
 from planner.config import CompactConfig
 from planner.facts import facts, line_facts
-from planner.micro import plan_micro
+from planner.micro import micro_boundary, plan_micro, stale_boundary, view_tokens
 from planner.stale import UsedAfter, kept_lines
+from projection.directives import group_directives
 from transcript import Message, ToolCall
 from transcript.model import Entry, TranscriptSnapshot
 
@@ -235,3 +237,49 @@ def test_a_plan_is_the_one_the_defined_reading_makes(
         patch.setattr(stale, "kept_lines", defined_kept_lines)
         defined = plan_micro(snapshot, config, budget_tokens=budget)
     assert msgspec.json.encode(ours) == msgspec.json.encode(defined)
+
+
+def defined_micro_boundary(snapshot: TranscriptSnapshot, config: CompactConfig, budget: int | None) -> int:
+    """`micro_boundary` as first written: each step's outputs summed from `view_tokens`."""
+    boundary = stale_boundary(
+        snapshot, config, None if config.micro_keep_steps is None else max(config.micro_keep_steps, 1)
+    )
+    starts = snapshot.step_starts
+    if budget is None or config.micro_protect_fraction <= 0 or not starts:
+        return boundary
+    room = config.micro_protect_fraction * budget
+    protected = len(snapshot.entries)
+    outputs = 0
+    for position in range(len(starts) - 1, -1, -1):
+        start = starts[position]
+        outputs += sum(
+            view_tokens(e) for e in snapshot.entries[start:protected] if e.message.role != "assistant"
+        )
+        if outputs > room and position < len(starts) - 1:
+            break
+        protected = start
+    return max(boundary, protected)
+
+
+@given(session=steps, budget=st.integers(0, 3000), keep=st.sampled_from([None, 0, 1, 3]), data=st.data())
+@settings(max_examples=200, deadline=None)
+def test_the_micro_boundary_is_the_defined_one(
+    session: list[tuple[list[str], str, str, str, bool]], budget: int, keep: int | None, data: st.DataObject
+) -> None:
+    snapshot = _snapshot(session)
+    # Some outputs already shortened, by a plan's own directives, so their view counts differ.
+    plan = plan_micro(snapshot, CompactConfig(micro_field_threshold_chars=0, micro_compact_stale_steps=0))
+    marked = set(data.draw(st.sets(st.sampled_from(plan.message_ids))) if plan.message_ids else ())
+    by_id = group_directives(plan.entries)
+    entries = tuple(
+        msgspec.structs.replace(
+            e,
+            flags=msgspec.structs.replace(e.flags, truncated=True, projection=by_id[e.message.id]),
+        )
+        if e.message.id in marked
+        else e
+        for e in snapshot.entries
+    )
+    snapshot = msgspec.structs.replace(snapshot, entries=entries)
+    config = CompactConfig(micro_keep_steps=keep, micro_protect_fraction=0.3)
+    assert micro_boundary(snapshot, config, budget) == defined_micro_boundary(snapshot, config, budget)
