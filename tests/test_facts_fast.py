@@ -6,6 +6,7 @@ plans on random sessions; and the protected boundary (planner.micro.micro_bounda
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Container
 
@@ -149,14 +150,9 @@ def defined_kept_lines(text: str, used: Container[str], config: CompactConfig) -
             counts[fact] = counts.get(fact, 0) + 1
             first.setdefault(fact, position)
     ranked = sorted(counts, key=lambda f: (f not in used, -counts[f], first[f]))
-    chosen_facts: list[str] = []
-    size = 0
-    for fact in ranked:
-        if size + len(fact) + 2 > room:
-            break
-        chosen_facts.append(fact)
-        size += len(fact) + 2
-    return lines, ", ".join(chosen_facts)
+    sizes = itertools.accumulate(len(fact) + 2 for fact in ranked)
+    fitting = itertools.takewhile(lambda pair: pair[1] <= room, zip(ranked, sizes, strict=False))
+    return lines, ", ".join(fact for fact, _ in fitting)
 
 
 FACTS = ["src/app.py", "snake_case", "camelCase", "1458", "fe5e1c67", "os.path", "ValueError"]
@@ -248,16 +244,19 @@ def defined_micro_boundary(snapshot: TranscriptSnapshot, config: CompactConfig, 
     if budget is None or config.micro_protect_fraction <= 0 or not starts:
         return boundary
     room = config.micro_protect_fraction * budget
-    protected = len(snapshot.entries)
-    outputs = 0
-    for position in range(len(starts) - 1, -1, -1):
-        start = starts[position]
-        outputs += sum(
-            view_tokens(e) for e in snapshot.entries[start:protected] if e.message.role != "assistant"
-        )
-        if outputs > room and position < len(starts) - 1:
+    ends = [*starts[1:], len(snapshot.entries)]
+    step_outputs = [
+        sum(view_tokens(e) for e in snapshot.entries[a:b] if e.message.role != "assistant")
+        for a, b in zip(starts, ends, strict=True)
+    ]
+    # The oldest step from which on, newest first, the outputs fit the room (the newest always kept).
+    protected = starts[-1]
+    total = step_outputs[-1]
+    for position in reversed(range(len(starts) - 1)):
+        total += step_outputs[position]
+        if total > room:
             break
-        protected = start
+        protected = starts[position]
     return max(boundary, protected)
 
 
