@@ -16,6 +16,7 @@ code block of the assistant's reply, its output in the observation that follows.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Iterator, Sequence
@@ -55,6 +56,16 @@ _FAILURE: Final = re.compile(
     r"no replacement was performed|\b\d+ failed\b|exit (code|status) [1-9]|\bE: ",
     re.IGNORECASE,
 )
+_FAILED_COUNT: Final = re.compile(r"\b[1-9]\d* (failed|errors?)\b", re.I)
+# A result is judged by its first and last lines that are not blank: so many of them, read in a long
+# result from a chunk of this many characters at each end.
+_EDGE_LINES: Final = 3
+_EDGE_CHUNK: Final = 4_096
+# What each alternative of `_FAILURE` cannot match without (ASCII, in lower case).
+_FAILURE_WORDS: Final = (
+    "traceback", "error", "failed", "failure", "fatal", "command not found", "no such file", "cannot",
+    "can't", "unable to", "permission denied", "no replacement", "exit code", "exit status", "e: ",
+)  # fmt: skip
 _SUCCESS_WORDS: Final = re.compile(r"\b(success(fully)?|created|updated|edited|has been|passed)\b", re.I)
 _CODE_BLOCK: Final = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 _PLAN: Final = re.compile(
@@ -68,6 +79,11 @@ _WRITERS: Final = frozenset({"cat", "echo", "printf", "tee"})
 _SUBCOMMANDS: Final = frozenset(
     {"git", "npm", "yarn", "pnpm", "cargo", "go", "pip", "apt", "apt-get", "docker"}
 )
+# What `shlex` (POSIX, punctuation characters, split at whitespace) reads as anything but a word
+# character (comments, quotes, escapes, punctuation), and the blanks it splits at: a command line
+# without the former is split at the latter (any other character, other whitespace too, is a word's).
+_SHELL_SPECIAL: Final = re.compile(r"[#'\"\\();<>|&]")
+_SHELL_BLANKS: Final = re.compile(r"[ \t\r\n]+")
 _SENTENCES: Final = re.compile(r"(?<=[.!?])\s+|\n+")
 _ENV_ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S*$")
 ITEM_CHARS: Final = 200
@@ -130,8 +146,9 @@ def _path_of(call: ToolCall) -> str:
 def _call_steps(index: int, call: ToolCall, result: ToolResult, opened: str) -> Iterator[Step]:
     """The steps of one call and its result (`opened`: the file the agent's editor has open)."""
     name = call.name.casefold()
-    ok = succeeded(result.text, is_error=result.is_error)
-    detail = telling_line(result.text, failed=not ok)
+    edges = edge_lines(result.text)
+    ok = not result.is_error and _reads_ok(edges)
+    detail = _telling(edges, failed=not ok)
     paths = call_paths(name, call, call_input(call), opened)
     if paths:
         created = name in ("write", "create", "write_file") or call_input(call).get("command") == "create"
@@ -163,9 +180,9 @@ def _text_step(
     index: int, action: Message, command: str, observation: Message, opened: str
 ) -> tuple[Step, str]:
     """The step of a text-acting agent's command, and the file its editor has open after it."""
-    text = observation.text
-    ok = succeeded(text)
-    detail = telling_line(text, failed=not ok)
+    edges = edge_lines(observation.text)
+    ok = _reads_ok(edges)
+    detail = _telling(edges, failed=not ok)
     for verb, argument in text_commands(action.text):
         if verb in ("open", "create") and argument:
             if verb == "create":
@@ -198,32 +215,75 @@ def _text_action(text: str) -> str:
 def succeeded(text: str, *, is_error: bool = False) -> bool:
     """Whether a result reads as a success: not an error, and no failure in its first or last lines
     (a test summary that says what passed and nothing failed counts as a success)."""
-    if is_error:
-        return False
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    edges = "\n".join(lines[:3] + lines[-3:])
-    if _PASSED.search(edges) and not re.search(r"\b[1-9]\d* (failed|errors?)\b", edges, re.I):
-        return True
-    return not _FAILURE.search(edges)
+    return not is_error and _reads_ok(edge_lines(text))
 
 
 def telling_line(text: str, *, failed: bool) -> str:
     """The line of a result that says how it went: the first failing line, else a test summary, else
     the first line."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    if not lines:
+    return _telling(edge_lines(text), failed=failed)
+
+
+def edge_lines(text: str) -> tuple[list[str], list[str]]:
+    """The first and the last `_EDGE_LINES` lines of a text that are not blank (as they are: not
+    stripped), the text's own leading and trailing whitespace left off — what `succeeded` and
+    `telling_line` read. A long text is read at its two ends only (a chunk of each, whose lines
+    are the text's own but for the chunk's cut line), unless an end holds too few lines."""
+    text = text.strip()
+    if len(text) > 2 * _EDGE_CHUNK:
+        head = [line for line in text[:_EDGE_CHUNK].splitlines()[:-1] if line.strip()]
+        tail = [line for line in text[-_EDGE_CHUNK:].splitlines()[1:] if line.strip()]
+        if len(head) >= _EDGE_LINES and len(tail) >= _EDGE_LINES:
+            return head[:_EDGE_LINES], tail[-_EDGE_LINES:]
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[:_EDGE_LINES], lines[-_EDGE_LINES:]
+
+
+def _reads_ok(edges: tuple[list[str], list[str]]) -> bool:
+    joined = "\n".join(edges[0] + edges[1])
+    if _passed(joined) and not _FAILED_COUNT.search(joined):
+        return True
+    return not _failure(joined)
+
+
+def _failure(text: str) -> bool:
+    """Whether `_FAILURE` finds a failure in a text; an ASCII text holding none of the words each of
+    its alternatives needs (in lower case) is passed over without the case-insensitive search."""
+    if text.isascii():
+        lowered = text.lower()
+        if not any(word in lowered for word in _FAILURE_WORDS):
+            return False
+    return _FAILURE.search(text) is not None
+
+
+def _passed(text: str) -> bool:
+    """Whether `_PASSED` finds a test summary in a text (an ASCII text without "pass", "test result:
+    ok" or a line opening with "ok" is passed over, as in `_failure`)."""
+    if text.isascii():
+        lowered = text.lower()
+        if not (
+            "pass" in lowered or "test result: ok" in lowered or lowered.startswith("ok") or "\nok" in lowered
+        ):
+            return False
+    return _PASSED.search(text) is not None
+
+
+def _telling(edges: tuple[list[str], list[str]], *, failed: bool) -> str:
+    head = [line.strip() for line in edges[0]]
+    tail = [line.strip() for line in edges[1]]
+    if not head:
         return ""
     if failed:
-        edges = lines[:3] + lines[-3:]
-        for index, line in enumerate(edges):
-            if _FAILURE.search(line):
-                if len(line) < 24 and index + 1 < len(edges):
-                    line = f"{line} {edges[index + 1]}"  # "ERROR:" alone says nothing
+        both = head + tail
+        for index, line in enumerate(both):
+            if _failure(line):
+                if len(line) < 24 and index + 1 < len(both):
+                    line = f"{line} {both[index + 1]}"  # "ERROR:" alone says nothing
                 return clip(line, ITEM_CHARS)
-    for line in reversed(lines[-3:]):
-        if _PASSED.search(line):
+    for line in reversed(tail):
+        if _passed(line):
             return clip(line, ITEM_CHARS)
-    return clip(lines[0], ITEM_CHARS)
+    return clip(head[0], ITEM_CHARS)
 
 
 def program(command: str) -> str:
@@ -256,14 +316,7 @@ def _commands(command: str, *, pipes: bool = False) -> list[list[str]]:
     """The simple commands of a command line, split at `&&`, `||` and `;` (quotes respected); of a
     pipeline, its first command (what it runs; the rest filter the output), or with `pipes` every
     command of it."""
-    if re.search(r"<<-?\s*['\"]?\w+", command):
-        command = command.split("\n")[0]  # a here-document's body (the lines after) is no command
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:  # an unclosed quote: read it word by word
-        tokens = command.split()
+    tokens = _words(command)
     found: list[list[str]] = [[]]
     piped = False
     for token in tokens:
@@ -275,6 +328,24 @@ def _commands(command: str, *, pipes: bool = False) -> list[list[str]]:
         elif not piped:
             found[-1].append(token)
     return [words for words in found if words]
+
+
+@functools.lru_cache(maxsize=1_024)
+def _words(command: str) -> tuple[str, ...]:
+    """A command line's words as a POSIX shell splits them (quotes and escapes read, `&&`, `|`, `;`
+    ... words of their own); a line that holds none of the characters the shell reads specially is
+    split at its blanks, as the shell's lexer would. Cached: a step's command is read for its program
+    and for what it writes, and a failure's again when later steps settle it."""
+    if re.search(r"<<-?\s*['\"]?\w+", command):
+        command = command.split("\n")[0]  # a here-document's body (the lines after) is no command
+    if not _SHELL_SPECIAL.search(command):
+        return tuple(word for word in _SHELL_BLANKS.split(command) if word)
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        return tuple(lexer)
+    except ValueError:  # an unclosed quote: read it word by word
+        return tuple(command.split())
 
 
 def writes_file(command: str) -> bool:
@@ -316,7 +387,7 @@ def outcome(step: Step) -> str:
         return f"{'created' if step.created else 'edited'} `{step.subject}`"
     if step.kind == "task":
         return f"sub-agent `{step.subject}` finished: {step.detail}" if step.detail else ""
-    if _TEST_RUN.search(step.subject) or _PASSED.search(step.detail):
+    if _TEST_RUN.search(step.subject) or _passed(step.detail):
         return f"`{step.subject}` passed: {step.detail}"
     return f"ran `{step.subject}`" + (
         f": {step.detail}" if step.detail and _SUCCESS_WORDS.search(step.detail) else ""
@@ -331,16 +402,75 @@ def failure(step: Step) -> str:
 
 def unresolved(found: Sequence[Step]) -> list[Step]:
     """The failed steps no later step on the same subject succeeded after, latest failure per subject
-    (a file is the same file by its path or a path ending in it: `types/a.ts` is `/repo/types/a.ts`)."""
-    latest: dict[str, Step] = {}
+    (a file is the same file by its path or a path ending in it: `types/a.ts` is `/repo/types/a.ts`).
+
+    A step settles the oldest open failure whose key is the same subject as its own (`same_subject`):
+    found by look-ups of the key and its path suffixes (`_OpenFailures`), not by a walk over every
+    open failure, so the whole pass is linear in the steps."""
+    open_ = _OpenFailures()
     for step in found:
-        key = next((k for k in latest if same_subject(k, step.key)), step.key)
+        key = open_.oldest_same(step.key)
         if step.ok:
-            latest.pop(key, None)
+            open_.close(key)
         elif not is_read_only(step):  # a look that failed blocks nothing
-            latest.pop(key, None)
-            latest[step.key] = step
-    return sorted(latest.values(), key=lambda s: s.position)
+            open_.close(key)
+            open_.open(step)
+    return sorted(open_.latest.values(), key=lambda s: s.position)
+
+
+class _OpenFailures:
+    """The failures still open, by key, in the order a dict of them would iterate (`order`: a key's
+    insertion rank), indexed so that the keys naming the same subject as a given key are found by
+    look-ups: the key itself; the keys that end in `/` and it (`by_suffix`, under each of their path
+    suffixes); the keys it ends in after a `/` (`by_plain`, under the key without its `./`)."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, Step] = {}
+        self.order: dict[str, int] = {}
+        self.by_suffix: dict[str, set[str]] = {}
+        self.by_plain: dict[str, set[str]] = {}
+        self.ranks = 0
+
+    def oldest_same(self, key: str) -> str | None:
+        """The first open key (in dict order) naming the same subject as `key` (None: no such key)."""
+        plain = key.removeprefix("./")
+        found: list[str] = [key] if key in self.latest else []
+        found.extend(self.by_suffix.get(plain, ()))
+        for suffix in _suffixes(plain):
+            found.extend(self.by_plain.get(suffix, ()))
+        return min(found, key=self.order.__getitem__) if found else None
+
+    def close(self, key: str | None) -> None:
+        if key is None or self.latest.pop(key, None) is None:
+            return
+        del self.order[key]
+        plain = key.removeprefix("./")
+        self.by_plain[plain].discard(key)
+        for suffix in _suffixes(plain):
+            self.by_suffix[suffix].discard(key)
+
+    def open(self, step: Step) -> None:
+        key = step.key
+        if key in self.latest:  # a dict keeps a key's place when its value is replaced
+            self.latest[key] = step
+            return
+        self.latest[key] = step
+        self.order[key] = self.ranks
+        self.ranks += 1
+        plain = key.removeprefix("./")
+        self.by_plain.setdefault(plain, set()).add(key)
+        for suffix in _suffixes(plain):
+            self.by_suffix.setdefault(suffix, set()).add(key)
+
+
+def _suffixes(key: str) -> list[str]:
+    """What follows each `/` of a key: `a/b/c` -> `b/c`, `c` (a key ends in `/` and each of them)."""
+    found = []
+    slash = key.find("/")
+    while slash != -1:
+        found.append(key[slash + 1 :])
+        slash = key.find("/", slash + 1)
+    return found
 
 
 def same_subject(a: str, b: str) -> bool:
