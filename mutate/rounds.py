@@ -28,7 +28,13 @@ from mutate.full import full_events
 from mutate.micro import marked, micro_marks, repair_marks, shown_message, view_delta, view_token_count
 from mutate.summarizing import Attempts, Steps, adrive, attempts, drive
 from planner.config import CompactConfig
-from planner.cut import emergency_floor, floor_tokens, irreducible_tokens, newest_step_start
+from planner.cut import (
+    emergency_floor,
+    floor_tokens,
+    folds_newest_step,
+    irreducible_tokens,
+    newest_step_start,
+)
 from planner.economics import RoundEconomics
 from planner.full import (
     ERROR_CHARS,
@@ -517,6 +523,8 @@ def _full(
         # Fewer recent steps are kept when they alone would leave the view over the target.
         room = config.target_tokens(budget) - config.summary_allowance(budget)
         floor = emergency_floor(snapshot, config, room, system_tokens=run.given.system_tokens)
+        if folds_newest_step(snapshot, config, budget, system_tokens=run.given.system_tokens):
+            floor = len(snapshot.entries)  # nothing is kept past the kept window
     prepared = _prepare(run, snapshot, aggressive=False, floor_seq=floor)
     if prepared is None:
         return _no_full(

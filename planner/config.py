@@ -125,6 +125,7 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     micro_oversize_fraction: float = 0.05
     payback_confidence: float = 0.9
     payback_defers_full: bool = True
+    fold_newest_step: bool = True
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -218,6 +219,7 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
                 "full_compact_target": 0.3,
                 "payback_confidence": 0.5,
                 "payback_defers_full": False,
+                "fold_newest_step": False,
                 **settings,
             }
         )

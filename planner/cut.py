@@ -149,6 +149,34 @@ def newest_step_start(snapshot: TranscriptSnapshot) -> int:
     return snapshot.step_starts[-1] if snapshot.step_starts else 0
 
 
+def folds_newest_step(
+    snapshot: TranscriptSnapshot,
+    config: CompactConfig,
+    budget_tokens: int,
+    *,
+    system_tokens: int | None = None,
+) -> bool:
+    """Whether a full step summarizes the newest step too (`CompactConfig.fold_newest_step`): when
+    the room a full step leaves beside it (the budget less the system messages, the summary's
+    allowance and the step itself) is smaller than the step, keeping it whole only puts the next
+    full round off to the next call, where the step is summarized all the same. Only a finished
+    step: the model's message and the results of all its calls, nothing after them (no request of
+    the user's, no call awaiting its result), and only one that fits the budget."""
+    if not config.fold_newest_step or not snapshot.step_starts:
+        return False
+    start = snapshot.step_starts[-1]
+    reply, *after = snapshot.entries[start:]
+    if any(entry.message.role != "tool" for entry in after):
+        return False
+    answered = {result.call_id for entry in after for result in entry.message.tool_results}
+    if any(call.id not in answered for call in reply.message.tool_calls):
+        return False
+    floor = floor_tokens(snapshot, start, system_tokens=system_tokens)
+    newest = floor - floor_tokens(snapshot, len(snapshot.entries), system_tokens=system_tokens)
+    room = budget_tokens - floor - config.summary_allowance(budget_tokens)
+    return floor <= budget_tokens and room < newest
+
+
 def emergency_floor(
     snapshot: TranscriptSnapshot, config: CompactConfig, room: int, *, system_tokens: int | None = None
 ) -> int:
