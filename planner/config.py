@@ -77,7 +77,10 @@ class CompactConfig(msgspec.Struct, frozen=True, kw_only=True):
     A round below the full threshold is a bet on the session going on: it runs only when it pays
     back, with probability `payback_confidence`, before the session ends (`planner.payback`: 0.5
     counts on as many calls as the session has made, 0.9 on a ninth of them); with
-    `payback_defers_full` the share of the next full round it puts off counts as saved.
+    `payback_defers_full` the share of the next full round it puts off counts as saved. With
+    `fold_newest_step` (and the emergency path), a full round summarizes the newest step too when
+    the room it would leave beside it is smaller than the step (`planner.cut.folds_newest_step`):
+    kept whole, the step would be summarized at the next call, by a second full round.
     `CompactConfig.priced()` is the priced policy before policy 3, `CompactConfig.previous()` the
     policy before the priced one.
 
