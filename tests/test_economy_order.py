@@ -4,8 +4,8 @@ It holds the budget (calls over it only where the newest step alone, its oversiz
 exceeds it), costs less than every peer that holds the budget too and keeps more of the facts the
 agent uses later than every one of them (at least 75%); it costs at most 0.70 of never compacting
 over all sessions and 0.80 over the sub-agent set, less than the previous policy and than the peers
-that do not hold the budget. At the fixed windows (32k, 64k, 128k) no session costs more than never
-compacting."""
+that do not hold the budget. At 25% it is ahead of every peer that holds the budget too. At the
+fixed windows (32k, 64k, 128k) no session costs more than never compacting."""
 
 from __future__ import annotations
 
@@ -43,3 +43,19 @@ def test_at_fixed_windows_the_shipped_policy_never_costs_more_than_never_compact
     for row in bench_economy.rows(outcomes):
         assert row.cost <= 1.0 and row.sub is not None and row.sub <= 1.0, row
         assert row.worse == 0 and row.over == 0, row  # no session costs more than it, none over budget
+
+
+def test_at_25_percent_the_shipped_policy_costs_less_and_keeps_more_than_every_peer() -> None:
+    """Where the newest step is often most of the budget: a full round summarizes it with the rest
+    when keeping it would leave no room for another (`fold_newest_step`); keeping it whole, the
+    shipped policy cost more than opencode here."""
+    budget = bench_economy.Budget(fraction=0.25)
+    outcomes = bench_economy.run([budget], ["shipped", *PEERS], workers=2)
+    rows = {row.policy: row for row in bench_economy.rows(outcomes)}
+    shipped = rows["shipped"]
+    holding = [row for name, row in rows.items() if name in PEERS and row.over <= shipped.over]
+    assert {row.policy for row in holding} >= {"claude-code", "opencode", "opencode-turns"}
+    assert all(shipped.cost < row.cost and shipped.retention > row.retention for row in holding)
+    kept = bench_economy.run([budget], ["shipped"], settings={"fold_newest_step": False}, workers=2)
+    (before,) = bench_economy.rows(kept)
+    assert shipped.cost < before.cost and before.cost > rows["opencode"].cost
