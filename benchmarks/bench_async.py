@@ -102,11 +102,36 @@ class Collections:
         return sum(max(0.0, min(end, b) - max(start, a)) for a, b in self.spans)
 
 
+class Steps:
+    """The longest single callback the event loop ran (a task's step, a future's callback): what one
+    piece of code held the loop for, as asyncio's debug mode times it (`slow_callback_duration`). A
+    stall can be longer: the steps of many tasks made ready at once run one after another."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._run = asyncio.events.Handle._run
+
+    def __enter__(self) -> Steps:
+        timed = self._run
+
+        def run(handle: asyncio.events.Handle) -> None:
+            start = time.perf_counter()
+            timed(handle)
+            self.longest = max(self.longest, time.perf_counter() - start)
+
+        setattr(asyncio.events.Handle, "_run", run)  # noqa: B010 (a method replaced for the run)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        setattr(asyncio.events.Handle, "_run", self._run)  # noqa: B010
+
+
 class Stalls(NamedTuple):
     longest: float  # ms, the longest stall
     in_gc: float  # ms of collections inside it
     outside_gc: float  # ms, the longest stall less the collections inside it
     longest_gc: float  # ms, the longest collection of the run
+    longest_step: float  # ms, the longest single callback on the loop
     p99: float
     turns: int
     wall: float
@@ -122,7 +147,7 @@ async def stalls(path: Path, tasks: int, turns: int) -> Stalls:
             await asyncio.sleep(0.001)
             wakes.append((start, time.perf_counter()))
 
-    with Collections() as collections:
+    with Collections() as collections, Steps() as steps:
         watcher = asyncio.create_task(monitor())
         start = time.perf_counter()
         done = await asyncio.gather(
@@ -137,7 +162,16 @@ async def stalls(path: Path, tasks: int, turns: int) -> Stalls:
     outside = max(lag - collections.within(x, y) for lag, x, y in lags)
     longest_gc = max((b - a for a, b in collections.spans), default=0.0)
     p99 = lags[int(len(lags) * 0.99)][0]
-    return Stalls(longest * 1e3, in_gc * 1e3, outside * 1e3, longest_gc * 1e3, p99 * 1e3, sum(done), wall)
+    return Stalls(
+        longest * 1e3,
+        in_gc * 1e3,
+        outside * 1e3,
+        longest_gc * 1e3,
+        steps.longest * 1e3,
+        p99 * 1e3,
+        sum(done),
+        wall,
+    )
 
 
 def per_turn(path: Path, turns: int) -> tuple[float, float]:
@@ -200,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             f"{'run':>4}  {'longest stall ms':>16}  {'of it in gc ms':>14}  {'outside gc ms':>13}  "
-            f"{'longest gc ms':>13}  {'p99 ms':>6}  {'turns':>5}  {'wall s':>6}  "
+            f"{'longest gc ms':>13}  {'longest step ms':>15}  {'p99 ms':>6}  {'turns':>5}  {'wall s':>6}  "
             f"{'async turn ms':>13}  {'sync turn ms':>12}  {'async/sync':>10}"
         )
         runs: list[Stalls] = []
@@ -214,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             ratios.append(mean_async / mean_sync)
             print(
                 f"{run:>4}  {seen.longest:16.1f}  {seen.in_gc:14.1f}  {seen.outside_gc:13.1f}  "
-                f"{seen.longest_gc:13.1f}  {seen.p99:6.2f}  {seen.turns:5}  {seen.wall:6.2f}  "
+                f"{seen.longest_gc:13.1f}  {seen.longest_step:15.1f}  {seen.p99:6.2f}  "
+                f"{seen.turns:5}  {seen.wall:6.2f}  "
                 f"{mean_async * 1e3:13.3f}  {mean_sync * 1e3:12.3f}  {ratios[-1]:10.2f}"
             )
         print()
@@ -222,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             ("longest event-loop stall", [r.longest for r in runs], "; target <= 20"),
             ("longest stall less the garbage collections inside it", [r.outside_gc for r in runs], ""),
             ("longest garbage collection", [r.longest_gc for r in runs], ""),
+            ("longest single step on the loop", [r.longest_step for r in runs], ""),
         ):
             print(
                 f"{label}, median of {options.repeats}: {statistics.median(values):.1f} ms "
