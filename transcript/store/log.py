@@ -834,29 +834,27 @@ def _history_bodies(session_id: str, rows: Iterable[HistoryRow]) -> list[StoredB
     each append must come at the next seq and name a body that is stored and is that message
     (`StoreCorrupted` naming the event or the row otherwise, as the live fold names them).
 
-    The garbage collector is paused meanwhile: the decoded values hold no reference cycles, and
-    pausing it saves collections that would traverse the growing list again and again.
+    The collector is left running: what is decoded is untracked (`StoredBody`, messages), so its
+    collections walk only the rows of the chunk being read; paused, its first collection afterwards
+    walked the whole history at once.
     """
     message, tokens = MESSAGE_DECODER.decode, _TOKENS_DECODER.decode
     bodies: list[StoredBody] = []
-    if True:
-        for seq, (version, stored_seq, message_id, body, counts) in enumerate(rows):
-            where = f"events row (session {session_id!r}, version {version})"
-            if stored_seq != seq:
-                raise StoreCorrupted(f"{where}: it appends seq {stored_seq!r}, the history's next is {seq}")
-            if body is None or counts is None:
-                raise StoreCorrupted(
-                    f"{where}: it appends message {message_id!r}, and no body of that id is stored"
-                )
-            try:
-                stored = StoredBody(message(body), tokens(counts))
-            except (msgspec.DecodeError, TypeError) as exc:
-                raise StoreCorrupted(
-                    f"bodies row (message {message_id!r}): it cannot be read ({exc})"
-                ) from exc
-            if stored.message.id != message_id:
-                raise StoreCorrupted(
-                    f"bodies row (message {message_id!r}): it holds message {stored.message.id!r}"
-                )
-            bodies.append(stored)
+    for seq, (version, stored_seq, message_id, body, counts) in enumerate(rows):
+        where = f"events row (session {session_id!r}, version {version})"
+        if stored_seq != seq:
+            raise StoreCorrupted(f"{where}: it appends seq {stored_seq!r}, the history's next is {seq}")
+        if body is None or counts is None:
+            raise StoreCorrupted(
+                f"{where}: it appends message {message_id!r}, and no body of that id is stored"
+            )
+        try:
+            stored = StoredBody(message(body), tokens(counts))
+        except (msgspec.DecodeError, TypeError) as exc:
+            raise StoreCorrupted(f"bodies row (message {message_id!r}): it cannot be read ({exc})") from exc
+        if stored.message.id != message_id:
+            raise StoreCorrupted(
+                f"bodies row (message {message_id!r}): it holds message {stored.message.id!r}"
+            )
+        bodies.append(stored)
     return bodies
