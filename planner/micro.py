@@ -174,20 +174,13 @@ def micro_boundary(snapshot: TranscriptSnapshot, config: CompactConfig, budget_t
 
 
 def _output_tokens(entries: Sequence[Entry], start: int, stop: int) -> int:
-    """`view_tokens` summed over the entries in [start, stop) that are no assistant message (whose
-    shown tokens are then all their stored ones), without a copy of the range."""
+    """`view_tokens` summed over the entries in [start, stop) that are no assistant message, without
+    a copy of the range."""
     total = 0
     for seq in range(start, stop):
         entry = entries[seq]
-        if entry.message.role == "assistant":
-            continue
-        tokens = sum(entry.tokens)
-        flags = entry.flags
-        directive = flags.projection
-        if directive is not None and not flags.excluded:
-            tokens += sum(item.rendered_tokens - item.original_tokens for item in directive.entries)
-        if tokens > 0:
-            total += tokens
+        if entry.message.role != "assistant":
+            total += view_tokens(entry)
     return total
 
 
