@@ -129,6 +129,35 @@ class SnapshotBehaviour(OnBackend):
             version = t.version
             assert t.append(old) == old and t.version == version
 
+    def test_a_lazy_append_looks_bodies_up_once_whatever_the_turn_holds(self, location: str) -> None:
+        with Store.open(location, tokenizer="chars/4") as store:
+            t = _compacted(store)
+            old = next(
+                e.message for e in t.messages().entries if e.flags.excluded and e.message.role == "user"
+            )
+        store = Store.open(location, tokenizer="chars/4")
+        assert isinstance(store.events, EventLog)
+        lookups: list[list[str]] = []
+        bodies = store.events.recorder.bodies
+
+        def reading(ids: Sequence[str]) -> Iterator[BodyRow]:
+            lookups.append(list(ids))
+            return bodies(ids)
+
+        t = store.session("s")
+        t.visible_messages()
+        store.events.recorder.bodies = reading  # type: ignore[method-assign,assignment]
+        for size in (1, 4):
+            lookups.clear()
+            t.append_turn([Message.user(f"note {size}.{k}") for k in range(size)])
+            assert len(lookups) <= 2, lookups  # one before the write, one inside it
+        # A turn that holds a message of the unread history is read whole, and the old one is a no-op.
+        version = t.version
+        fresh = Message.user("after the old one")
+        assert t.append_turn([old, fresh]) == [old, fresh] and t.version == version + 1
+        assert [e.message.id for e in t.messages().entries].count(old.id) == 1
+        store.close()
+
     def test_a_lazy_session_retracts_a_message_it_did_not_read_as_a_full_open_does(
         self, location: str
     ) -> None:

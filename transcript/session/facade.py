@@ -321,12 +321,17 @@ class Transcript:
         """
         if isinstance(messages, (str, bytes, Message)) or not isinstance(messages, Sequence):
             raise InvalidMessage(f"append_turn takes a list of messages, not {type(messages).__name__}")
+        items = [prepare(message, self.counter, count=False) for message in messages]
+        if self._live.lazy:
+            # One look-up for the whole turn: is any of its ids in the history a lazy open did not read?
+            fresh = [item.message.id for item in items if item.message.id not in self._live.positions]
+            if fresh and self.events.records(fresh):
+                self._whole()
         live = self._live
         prepared: list[NewBody] = []
         result: list[Message] = []
         batch: dict[str, NewBody] = {}
-        for message in messages:
-            item = prepare(message, self.counter, count=False)
+        for item in items:
             known = self._known(item, batch)
             if known is not None:
                 result.append(known)
@@ -418,7 +423,8 @@ class Transcript:
 
     def _known(self, item: NewBody, batch: dict[str, NewBody]) -> Message | None:
         """The stored message when this one is a no-op re-append; raises on an id with another record
-        (other content, time or metadata: what a reopened view would show differs)."""
+        (other content, time or metadata: what a reopened view would show differs). The caller has
+        read the history a lazy open left unread when the turn holds one of its ids."""
         message_id = item.message.id
         earlier = batch.get(message_id)
         if earlier is not None:
@@ -426,9 +432,6 @@ class Transcript:
         elif message_id in self._live.positions:
             existing = self._live.entries[self._live.positions[message_id]].message
             same = existing == item.message
-        elif self._live.lazy and self.events.records([message_id]):
-            self._whole()  # perhaps a message of the history a lazy open did not read
-            return self._known(item, batch)
         else:
             return None
         if not same:
