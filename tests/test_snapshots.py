@@ -391,3 +391,28 @@ def test_a_snapshot_digest_is_the_same_whether_or_not_hashlib_is_loaded(payload:
         assert snapshot_digest("s", 7, head, payload) == loaded
     finally:
         sys.modules["hashlib"] = saved
+
+
+def _rchar() -> int:
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts bytes read with Linux's /proc/self/io")
+def test_an_open_never_reads_the_payload_of_the_snapshot_it_passes_over(tmp_path: Path) -> None:
+    """The newest snapshot is found by its version without reading an older one's payload (in a
+    table keyed on its payload, as 0008 made it, finding it read both)."""
+    path = tmp_path / "t.db"
+    with Store.open(path, tokenizer="chars/4") as store:
+        expected = _compacted(store).visible_messages().canonical_json()
+    conn = sqlite3.connect(path, isolation_level=None)
+    ((newest,),) = conn.execute("SELECT min(version) FROM snapshots").fetchall()
+    # An older snapshot of 8 MB (derived, so never guarded): its digest does not matter, it is never taken.
+    conn.execute(
+        "INSERT INTO snapshots VALUES ('s', ?, 'x', ?, 'x')", (newest - 1, '"' + "x" * (8 << 20) + '"')
+    )
+    conn.close()
+    before = _rchar()
+    with Transcript.open(path, session_id="s", tokenizer="chars/4") as t:
+        assert t.visible_messages().canonical_json() == expected
+    assert _rchar() - before < 2 << 20

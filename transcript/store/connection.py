@@ -181,7 +181,7 @@ def tidy_after_read(path: str, before: frozenset[str]) -> None:
     """Let SQLite remove the empty `-wal` and `-shm` it made for a read-only connection, now closed.
 
     A read-only connection to a WAL file makes both and may not remove them. When this one made them
-    and the `-wal` holds nothing, a read-write connection that reads the schema and closes is the
+    and the `-wal` holds nothing, a read-write connection that reads the file's header and closes is the
     file's last connection, and SQLite removes both as it does for any last connection; while another
     connection has the file open (a writer at work), SQLite leaves them, as it must. Nothing is written.
     """
@@ -195,7 +195,7 @@ def tidy_after_read(path: str, before: frozenset[str]) -> None:
 
         conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=rw", uri=True, timeout=0)
         try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            conn.execute("PRAGMA schema_version").fetchone()  # the header only, not the whole schema
         finally:
             conn.close()
     except (OSError, sqlite3.Error):

@@ -451,17 +451,26 @@ class SqliteRecorder:
         )
 
     def snapshots(self, session_id: str) -> Iterator[SnapshotRow]:
-        """The session's snapshots, newest first (none in a file that predates them)."""
+        """The session's snapshots, newest first (none in a file that predates them), each read when
+        it is reached: an open that takes the newest never reads the older one's payload."""
         if not self._has_snapshots():
             return iter(())
         with connection.translated("reading snapshots"):
-            rows = self._fetch(
-                "SELECT version, hash, payload, digest FROM snapshots WHERE session_id = ? "
-                "ORDER BY version DESC",
-                (session_id,),
-                lambda row: f"snapshots row (session {session_id!r}, version {row[0]})",
-            )
-        return map(SnapshotRow._make, rows)
+            versions = self.connection.execute(
+                "SELECT version FROM snapshots WHERE session_id = ? ORDER BY version DESC", (session_id,)
+            ).fetchall()
+        return self._snapshot_rows(session_id, [version for (version,) in versions])
+
+    def _snapshot_rows(self, session_id: str, versions: list[object]) -> Iterator[SnapshotRow]:
+        for version in versions:
+            with connection.translated("reading snapshots"):
+                rows = self._fetch(
+                    "SELECT version, hash, payload, digest FROM snapshots "
+                    "WHERE session_id = ? AND version = ?",
+                    (session_id, version),
+                    lambda row: f"snapshots row (session {session_id!r}, version {row[0]})",
+                )
+            yield from map(SnapshotRow._make, rows)
 
     def scan_snapshots(self) -> Iterator[tuple[object, ...]]:
         """Every snapshot row as stored, by session and version."""
@@ -695,7 +704,26 @@ def _schema_problems(conn: sqlite3.Connection, applied: tuple[str, ...]) -> list
         )
     if search:
         problems.extend(_search_problems(conn))
+    problems.extend(_derived_problems(conn, present))
     return problems
+
+
+def _derived_problems(conn: sqlite3.Connection, present: dict[tuple[str, str], str]) -> Iterator[Problem]:
+    """Each derived table (what the `messages` view reads) against the same rows computed afresh from
+    the bodies and events, both ways (a row missing, one too many, or one whose values differ)."""
+    for table, expected in schema.DERIVED_EXPECTED.items():
+        if ("table", table) not in present:
+            continue
+        (wrong,) = conn.execute(
+            f"SELECT (SELECT count(*) FROM (SELECT * FROM {table} EXCEPT {expected})) "
+            f"+ (SELECT count(*) FROM ({expected} EXCEPT SELECT * FROM {table}))"
+        ).fetchone()
+        if wrong:
+            yield Problem(
+                code="derived_stale",
+                detail=f"{table} does not hold what the stored bodies and events say ({wrong} rows differ); "
+                "the log is intact, the `messages` view reports from this table",
+            )
 
 
 def _search_problems(conn: sqlite3.Connection) -> Iterator[Problem]:
