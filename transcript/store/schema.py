@@ -220,6 +220,14 @@ _FIRST_REQUEST: Final = """(
           AND json_extract(b.body, '$.parts[0].text') IS NOT NULL
         ORDER BY a.version LIMIT 1
     )"""
+# The `messages` view's time and preview columns, as every release's view has them.
+_TIME_AND_PREVIEW: Final = """json_extract(b.body, '$.created_at') AS created_at,
+        substr(coalesce(
+            json_extract(b.body, '$.parts[0].text'),
+            json_extract(b.body, '$.parts[0].content'),
+            json_extract(b.body, '$.parts[0].name'),
+            ''
+        ), 1, 120) AS preview,"""
 VIEWS: Final = (
     f"""
     CREATE VIEW sessions AS
@@ -251,7 +259,7 @@ VIEWS: Final = (
         h.hash AS head_hash
     FROM heads AS h
     """,
-    """
+    f"""
     CREATE VIEW messages AS
     SELECT
         e.session_id AS session_id,
@@ -259,13 +267,7 @@ VIEWS: Final = (
         e.message_id AS message_id,
         json_extract(b.body, '$.role') AS role,
         coalesce(json_extract(b.body, '$.kind'), 'message') AS kind,
-        json_extract(b.body, '$.created_at') AS created_at,
-        substr(coalesce(
-            json_extract(b.body, '$.parts[0].text'),
-            json_extract(b.body, '$.parts[0].content'),
-            json_extract(b.body, '$.parts[0].name'),
-            ''
-        ), 1, 120) AS preview,
+        {_TIME_AND_PREVIEW}
         (SELECT coalesce(sum(value), 0) FROM json_each(b.tokens)) AS tokens,
         EXISTS (
             SELECT 1 FROM events AS m
@@ -336,13 +338,7 @@ EXCLUSION_RANGES: Final = (
         e.message_id AS message_id,
         json_extract(b.body, '$.role') AS role,
         coalesce(json_extract(b.body, '$.kind'), 'message') AS kind,
-        json_extract(b.body, '$.created_at') AS created_at,
-        substr(coalesce(
-            json_extract(b.body, '$.parts[0].text'),
-            json_extract(b.body, '$.parts[0].content'),
-            json_extract(b.body, '$.parts[0].name'),
-            ''
-        ), 1, 120) AS preview,
+        {_TIME_AND_PREVIEW}
         (SELECT coalesce(sum(value), 0) FROM json_each(b.tokens)) AS tokens,
         EXISTS (
             SELECT 1 FROM events AS m INDEXED BY events_marks
@@ -515,18 +511,15 @@ def _sessions_view_own_times(conn: sqlite3.Connection) -> None:
 # 0008: snapshots of each session's fold, which an open loads instead of folding the whole log. They
 # are derived (rebuildable from the log, which `verify` checks them against), so no guard keeps them:
 # a newer one replaces the older, and redaction may rewrite them.
-SNAPSHOTS: Final = (
-    """
-    CREATE TABLE snapshots (
+_SNAPSHOT_COLUMNS: Final = """
         session_id TEXT NOT NULL,
         version INTEGER NOT NULL,
         hash TEXT NOT NULL,
         payload TEXT NOT NULL,
         digest TEXT NOT NULL,
         PRIMARY KEY (session_id, version)
-    ) WITHOUT ROWID
-    """,
-)
+    """
+SNAPSHOTS: Final = (f"\n    CREATE TABLE snapshots ({_SNAPSHOT_COLUMNS}) WITHOUT ROWID\n    ",)
 
 
 def _redaction_guards(conn: sqlite3.Connection) -> None:
@@ -644,7 +637,7 @@ DERIVED_EXPECTED: Final = {
     "mark_flags": f"{_flags_of('m')} FROM events AS m WHERE m.kind = 'message_marked'",
     "excluded_ranges": f"{_ranges_of('x')}, events AS x WHERE x.kind = 'messages_excluded'",
 }
-MESSAGES_VIEW: Final = """
+MESSAGES_VIEW: Final = f"""
     CREATE VIEW messages AS
     SELECT
         e.session_id AS session_id,
@@ -652,13 +645,7 @@ MESSAGES_VIEW: Final = """
         e.message_id AS message_id,
         f.role AS role,
         coalesce(f.kind, 'message') AS kind,
-        json_extract(b.body, '$.created_at') AS created_at,
-        substr(coalesce(
-            json_extract(b.body, '$.parts[0].text'),
-            json_extract(b.body, '$.parts[0].content'),
-            json_extract(b.body, '$.parts[0].name'),
-            ''
-        ), 1, 120) AS preview,
+        {_TIME_AND_PREVIEW}
         coalesce(f.tokens, 0) AS tokens,
         EXISTS (
             SELECT 1 FROM mark_flags AS m
@@ -688,16 +675,7 @@ def _derived_message_facts(conn: sqlite3.Connection) -> None:
 # 10k-message session whose view is 62 KB); now the versions are read from the key's index and only
 # the payload taken is read.
 SNAPSHOTS_BY_ROWID: Final = (
-    """
-    CREATE TABLE snapshots_by_rowid (
-        session_id TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        hash TEXT NOT NULL,
-        payload TEXT NOT NULL,
-        digest TEXT NOT NULL,
-        PRIMARY KEY (session_id, version)
-    )
-    """,
+    f"CREATE TABLE snapshots_by_rowid ({_SNAPSHOT_COLUMNS})",
     "INSERT INTO snapshots_by_rowid (session_id, version, hash, payload, digest) "
     "SELECT session_id, version, hash, payload, digest FROM snapshots",
     "DROP TABLE snapshots",
