@@ -40,6 +40,7 @@ from transcript.model import (
     media_tokens,
 )
 from transcript.model.errors import IneligiblePlan
+from transcript.model.sums import frozen_tree, prefix_sum
 
 # What a truncation adds besides the kept text, for the estimate only (the renderer owns the marker).
 _MARKER_ALLOWANCE = 32
@@ -158,12 +159,15 @@ def micro_boundary(snapshot: TranscriptSnapshot, config: CompactConfig, budget_t
     keep = config.micro_keep_steps
     boundary = stale_boundary(snapshot, config, None if keep is None else max(keep, 1))
     starts = snapshot.step_starts
-    if budget_tokens is None or config.micro_protect_fraction <= 0 or not starts:
+    # (The newest step is always protected: a boundary at or after its start is the later already.)
+    if budget_tokens is None or config.micro_protect_fraction <= 0 or not starts or boundary >= starts[-1]:
         return boundary
     room = config.micro_protect_fraction * budget_tokens
-    protected = len(snapshot.entries)
-    outputs = 0
     entries = snapshot.entries
+    if snapshot.output_sums and len(snapshot.output_sums) == 8 * (len(entries) + 1):
+        return max(boundary, _protected_start(frozen_tree(snapshot.output_sums), starts, len(entries), room))
+    protected = len(entries)
+    outputs = 0
     for position in range(len(starts) - 1, -1, -1):
         start = starts[position]
         outputs += _output_tokens(entries, start, protected)
@@ -173,9 +177,32 @@ def micro_boundary(snapshot: TranscriptSnapshot, config: CompactConfig, budget_t
     return max(boundary, protected)
 
 
+def _protected_start(sums: memoryview, starts: Sequence[int], size: int, room: float) -> int:
+    """The walk above by binary search over the running sums: the start of the oldest step whose
+    outputs, with every newer step's, fit `room` (the newest step's start when even it does not).
+    The outputs from a step on only grow as the step gets older, so the steps that fit are the
+    newest ones, up to the first that does not."""
+    total = prefix_sum(sums, size)
+    low, high = 0, len(starts) - 1
+    if total - prefix_sum(sums, starts[high]) > room:
+        return starts[high]
+    while low < high:
+        middle = (low + high) // 2
+        if total - prefix_sum(sums, starts[middle]) <= room:
+            high = middle
+        else:
+            low = middle + 1
+    return starts[low]
+
+
+def output_tokens(entry: Entry) -> int:
+    """What an entry adds to the outputs `micro_boundary` protects: its `view_tokens`, unless it is
+    an assistant message (which is no output)."""
+    return 0 if entry.message.role == "assistant" else view_tokens(entry)
+
+
 def _output_tokens(entries: Sequence[Entry], start: int, stop: int) -> int:
-    """`view_tokens` summed over the entries in [start, stop) that are no assistant message, without
-    a copy of the range."""
+    """`output_tokens` summed over the entries in [start, stop), without a copy of the range."""
     total = 0
     for seq in range(start, stop):
         entry = entries[seq]

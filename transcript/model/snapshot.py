@@ -39,7 +39,10 @@ class TranscriptSnapshot(Value, frozen=True):
     `step_starts` holds the `seq` of every assistant message (a step is one model call and the results
     that answer it); `turn_starts` the `seq` of every user message that opens a turn group (not a
     summary, not expanded command text, not an observation). Both are kept as the session grows, so
-    planning never has to rescan the history to find where recent steps begin.
+    planning never has to rescan the history to find where recent steps begin. `output_sums` holds
+    the running sums of every entry's output tokens in the view (`planner.micro.output_tokens`) as a
+    frozen `transcript.model.sums.PrefixSums`, so the share of recent outputs is found without a walk
+    over them; empty when whoever built the snapshot kept none (the planner then walks).
     """
 
     session_id: str
@@ -48,3 +51,4 @@ class TranscriptSnapshot(Value, frozen=True):
     tokenizer: str
     step_starts: tuple[int, ...] = ()
     turn_starts: tuple[int, ...] = ()
+    output_sums: bytes = b""

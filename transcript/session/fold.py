@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import msgspec
 
 from planner.config import CompactConfig
+from planner.micro import output_tokens
 from planner.observations import is_observation
 from projection.cache import CacheHint
 from projection.caps import NEUTRAL, ProviderCaps
@@ -40,6 +41,7 @@ from transcript.model import (
 from transcript.model.errors import StoreCorrupted, TranscriptError
 from transcript.model.history import check_order, pending_after
 from transcript.model.result import CompactResult
+from transcript.model.sums import PrefixSums
 from transcript.model.usage import Calibration
 from transcript.session.incremental import LiveView
 from transcript.store.port import StoredBody, UnreadableEvent
@@ -58,6 +60,9 @@ class LiveSession:
         # Arrays, not lists: a list of ints is walked by every garbage collection that reaches it.
         self.step_starts: array[int] = array("q")
         self.turn_starts: array[int] = array("q")
+        # Each entry's output tokens in the view, summed as they change (the planner's protected
+        # share); None after a lazy open, whose entries are not all read.
+        self.outputs: PrefixSums | None = PrefixSums()
         self.rendered = LiveView(caps)
         self.results: list[CompactResult] = []
         self.served: list[str] = []
@@ -83,6 +88,8 @@ class LiveSession:
         entry = Entry(seq=len(self.entries), message=message, tokens=tokens)
         self.positions[message.id] = entry.seq
         self.entries.append(entry)
+        if self.outputs is not None:
+            self.outputs.append(output_tokens(entry))
         self.stored_tokens += entry.token_count
         if message.role == "system":
             self.system_tokens += entry.token_count
@@ -104,6 +111,7 @@ class LiveSession:
             Entry(seq=seq, message=body.message, tokens=body.tokens) for seq, body in enumerate(bodies)
         ]
         self.positions = {entry.message.id: entry.seq for entry in self.entries}
+        self.outputs = PrefixSums(map(output_tokens, self.entries))
         self.stored_tokens = sum(entry.token_count for entry in self.entries)
         self.system_tokens = sum(e.token_count for e in self.entries if e.message.role == "system")
         previous = None
@@ -138,6 +146,10 @@ class LiveSession:
         if flags != before.flags:
             after = msgspec.structs.replace(before, flags=flags)
             self.entries[position] = after
+            if self.outputs is not None:
+                delta = output_tokens(after) - output_tokens(before)
+                if delta:
+                    self.outputs.add(position, delta)
             self.rendered.marked(before, after)
 
     def apply(
@@ -277,6 +289,11 @@ class LiveSession:
             tokenizer=self.tokenizer,
             step_starts=tuple(self.step_starts),
             turn_starts=tuple(self.turn_starts),
+            output_sums=(
+                self.outputs.frozen()
+                if self.outputs is not None and len(self.outputs) == len(self.entries)
+                else b""
+            ),
         )
 
     def check_order(self, messages: Iterable[Message], *, reopened: Mapping[str, str] | None = None) -> None:

@@ -191,6 +191,7 @@ def lazy_live(
         positions[item.message_id] = item.seq
     live.entries = entries
     live.positions = positions
+    live.outputs = None  # the unread entries' outputs are not known: the planner folds whole first
     live.lazy = True
     live.excluded_ranges = state.excluded
     live.version = version
