@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from planner.config import CompactConfig
-from planner.micro import MicroPlan, plan_micro
+from planner.micro import MicroPlan, plan_micro, with_entries
 from projection.caps import NEUTRAL, ProviderCaps
 from projection.directives import group_directives
 from projection.render import (
@@ -79,13 +79,13 @@ def marked(
     snapshot: TranscriptSnapshot, plan: MicroPlan, marks: Sequence[MessageMarked], version: int
 ) -> TranscriptSnapshot:
     """The snapshot after these marks of `plan` were written as the events up to `version`."""
-    entries = list(snapshot.entries)
+    changed: dict[int, Entry] = {}
     seqs = plan.seqs()
     for mark in marks:
         entry = _entry(snapshot, mark.message_id, seqs.get(mark.message_id))
-        current = entries[entry.seq]
-        entries[entry.seq] = msgspec.structs.replace(current, flags=apply_mark(current.flags, mark))
-    return msgspec.structs.replace(snapshot, entries=tuple(entries), version=version)
+        current = changed.get(entry.seq, entry)
+        changed[entry.seq] = msgspec.structs.replace(current, flags=apply_mark(current.flags, mark))
+    return with_entries(snapshot, changed, version=version)
 
 
 def _entry(snapshot: TranscriptSnapshot, message_id: str, seq: int | None = None) -> Entry:

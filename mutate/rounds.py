@@ -47,7 +47,7 @@ from planner.full import (
     summary_message,
 )
 from planner.intent import clip_within
-from planner.micro import MicroPlan, check_plan, plan_emergency, plan_micro, stale_boundary
+from planner.micro import MicroPlan, check_plan, plan_emergency, plan_micro, stale_boundary, with_entries
 from planner.payback import choose_micro, invalidated_tokens, micro_economics
 from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, complete, prompt_tokens
 from planner.trigger import BeforeCompact, RoundPlan, determine_compact_action
@@ -810,13 +810,14 @@ def _prepare(
 
 def _without(snapshot: TranscriptSnapshot, excluded: tuple[int, ...]) -> TranscriptSnapshot:
     """The snapshot with these entries excluded, as the full step leaves it (its summary aside)."""
-    entries = list(snapshot.entries)
-    for seq in excluded:
-        entry = entries[seq]
-        entries[seq] = msgspec.structs.replace(
-            entry, flags=msgspec.structs.replace(entry.flags, excluded=True)
+    entries = snapshot.entries
+    changed = {
+        seq: msgspec.structs.replace(
+            entries[seq], flags=msgspec.structs.replace(entries[seq].flags, excluded=True)
         )
-    return msgspec.structs.replace(snapshot, entries=tuple(entries))
+        for seq in excluded
+    }
+    return with_entries(snapshot, changed)
 
 
 def _steps_in(snapshot: TranscriptSnapshot, kept: tuple[int, ...]) -> int:

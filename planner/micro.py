@@ -40,7 +40,7 @@ from transcript.model import (
     media_tokens,
 )
 from transcript.model.errors import IneligiblePlan
-from transcript.model.sums import frozen_tree, prefix_sum
+from transcript.model.sums import PrefixSums, frozen_tree, prefix_sum
 
 # What a truncation adds besides the kept text, for the estimate only (the renderer owns the marker).
 _MARKER_ALLOWANCE = 32
@@ -193,6 +193,24 @@ def _protected_start(sums: memoryview, starts: Sequence[int], size: int, room: f
         else:
             low = middle + 1
     return starts[low]
+
+
+def with_entries(
+    snapshot: TranscriptSnapshot, changed: dict[int, Entry], **fields: object
+) -> TranscriptSnapshot:
+    """The snapshot with the entries at these `seq`s replaced (and `fields` set), its running sums
+    of output tokens changed with them: a snapshot whose entries change under unchanged sums would
+    be planned from sizes it no longer has."""
+    entries = list(snapshot.entries)
+    sums = PrefixSums.thawed(snapshot.output_sums) if snapshot.output_sums else None
+    for seq, entry in changed.items():
+        if sums is not None:
+            delta = output_tokens(entry) - output_tokens(entries[seq])
+            if delta:
+                sums.add(seq, delta)
+        entries[seq] = entry
+    frozen = sums.frozen() if sums is not None else b""
+    return msgspec.structs.replace(snapshot, entries=tuple(entries), output_sums=frozen, **fields)
 
 
 def output_tokens(entry: Entry) -> int:

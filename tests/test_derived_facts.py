@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CORPUS
-from transcript import Message, Store, ToolCall, verify
+from transcript import Message, Store, StoreCorrupted, ToolCall, verify
 from transcript.formats import parse
 from transcript.session.simulate import simulate
 from transcript.store import schema
@@ -139,3 +139,61 @@ def test_verify_names_a_derived_table_edited_behind_its_back(
     conn.close()
     codes = [p.code for p in verify(path).problems]
     assert codes == ["derived_stale"]
+
+
+# Payloads no release writes but a stray writer could: the derived tables take them as the views
+# read them (no write, migration or verify fails on them), and keep their JSON types.
+ODD_EVENTS = (
+    ("message_marked", '{"kind":"message_marked","message_id":5,"truncated":true}'),
+    ("message_marked", '{"kind":"message_marked","message_id":"sim/b/x","truncated":"yes","excluded":2}'),
+    ("messages_excluded", '{"kind":"messages_excluded","ranges":null}'),
+    ("messages_excluded", '{"kind":"messages_excluded","ranges":5}'),
+    ("messages_excluded", '{"kind":"messages_excluded","ranges":{"a":[0,2]}}'),
+    ("messages_excluded", '{"kind":"messages_excluded","ranges":[[1,3],[7,"9"],[]]}'),
+)
+
+
+def _insert_odd(path: Path, events: tuple[tuple[str, str], ...]) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        (top,) = conn.execute("SELECT max(version) FROM events WHERE session_id = 'sim/b'").fetchone()
+        for offset, (kind, payload) in enumerate(events, start=1):
+            conn.execute(
+                "INSERT INTO events (session_id, version, kind, seq, message_id, recorded_at, payload, hash) "
+                "VALUES ('sim/b', ?, ?, NULL, NULL, '2026-01-01T00:00:00Z', ?, 'x')",
+                (top + offset, kind, payload),
+            )
+    finally:
+        conn.close()
+
+
+def test_odd_payloads_are_taken_as_the_old_view_read_them(compacted: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old.db"
+    shutil.copy(compacted, old)
+    _as_before_0010(old)
+    _insert_odd(old, ODD_EVENTS)
+    before = _rows(old)
+    with Store.open(old) as store:  # migrates: the odd rows fail no insert
+        store.session("sim/a").visible_messages()
+    assert _rows(old) == before
+    assert "derived_stale" not in {p.code for p in verify(old).problems}
+    # A range that is no array of numbers (a string) passes verify too, which names the forged events.
+    _insert_odd(old, (("messages_excluded", '{"kind":"messages_excluded","ranges":["x",[2]]}'),))
+    codes = {p.code for p in verify(old).problems}
+    assert "derived_stale" not in codes and codes
+
+
+@pytest.mark.parametrize("table", [*schema.DERIVED_TABLES, "snapshots"])
+def test_a_trigger_of_someone_elses_on_a_table_a_write_fills_refuses_writes(
+    tmp_path: Path, table: str
+) -> None:
+    path = tmp_path / "t.db"
+    with Store.open(path) as store:
+        store.session("s").append(Message.user("hello"))
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(f"CREATE TRIGGER sneaky AFTER INSERT ON {table} BEGIN SELECT 1; END")
+    conn.close()
+    with Store.open(path) as store, pytest.raises(StoreCorrupted, match="sneaky"):
+        store.session("s").append(Message.user("again"))
+    with Store.open(path, readonly=True) as store:
+        assert len(store.session("s").messages().entries) == 1

@@ -11,7 +11,7 @@ import msgspec
 from hypothesis import given, settings, strategies as st
 
 from planner import CompactConfig
-from planner.micro import micro_boundary, output_tokens
+from planner.micro import micro_boundary, output_tokens, with_entries
 from transcript import Message, Store, ToolCall
 from transcript.model.sums import PrefixSums, frozen_tree, prefix_sum
 
@@ -94,3 +94,30 @@ def test_the_protected_share_is_the_one_the_walk_finds(
         exact = sum(output_tokens(entry) for entry in kept.entries[start:])
         for budget in (exact - 1, exact, exact + 1):
             assert micro_boundary(kept, whole, budget) == micro_boundary(walked, whole, budget)
+
+
+@given(sizes=st.lists(st.integers(1, 200), min_size=2, max_size=12), data=st.data())
+@settings(max_examples=25, deadline=None)
+def test_a_snapshot_with_other_entries_carries_their_sums(sizes: list[int], data: st.DataObject) -> None:
+    config = CompactConfig(full_compact_enabled=False)
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        Store.open(Path(directory) / "t.db", tokenizer="chars/4") as store,
+    ):
+        t = store.session("s")
+        t.append(Message.user("read the modules"))
+        _grow(t, sizes, 0)
+        t.compact(budget_tokens=t.visible_messages().tokens // 2, config=config, manual=True)
+        snapshot = t.messages()
+    seqs = data.draw(st.sets(st.integers(0, len(snapshot.entries) - 1)))
+    changed = {
+        seq: msgspec.structs.replace(
+            snapshot.entries[seq],
+            flags=msgspec.structs.replace(snapshot.entries[seq].flags, projection=None, excluded=True),
+        )
+        for seq in seqs
+    }
+    after = with_entries(snapshot, changed, version=snapshot.version + 1)
+    assert after.version == snapshot.version + 1
+    assert [after.entries[seq] for seq in seqs] == [changed[seq] for seq in seqs]
+    assert after.output_sums == PrefixSums(map(output_tokens, after.entries)).frozen()

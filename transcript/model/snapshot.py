@@ -42,7 +42,9 @@ class TranscriptSnapshot(Value, frozen=True):
     planning never has to rescan the history to find where recent steps begin. `output_sums` holds
     the running sums of every entry's output tokens in the view (`planner.micro.output_tokens`) as a
     frozen `transcript.model.sums.PrefixSums`, so the share of recent outputs is found without a walk
-    over them; empty when whoever built the snapshot kept none (the planner then walks).
+    over them; empty when whoever built the snapshot kept none (the planner then walks). A snapshot
+    made from another with other entries must change the sums with them (`planner.micro.with_entries`)
+    or drop them.
     """
 
     session_id: str

@@ -29,6 +29,14 @@ class PrefixSums:
                 tree[parent] += tree[index]
         self._tree = tree
 
+    @classmethod
+    def thawed(cls, data: bytes) -> PrefixSums:
+        """The sums a `frozen()` copy holds, to change again."""
+        sums = cls()
+        sums._tree = array("q")
+        sums._tree.frombytes(data)
+        return sums
+
     def __len__(self) -> int:
         return len(self._tree) - 1
 
