@@ -328,6 +328,11 @@ TABLE: dict[str, Row] = {
         lambda w: {"provider": "anthropic"},
     ),
     "Transcript.set_title": (Transcript.set_title, lambda w: w.t.set_title, lambda w: {"title": "a title"}),
+    "Transcript.write_state": (
+        Transcript.write_state,
+        lambda w: w.t.write_state,
+        lambda w: {"out": bytearray().extend},
+    ),
     "Store.open": (
         Store.open,
         lambda w: Store.open,

@@ -8,6 +8,8 @@ them imports this module.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from typing import Any
 
@@ -37,6 +39,12 @@ class TranscriptGroup(click.Group):
             raise click.ClickException(safe(str(exc))) from exc
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except BrokenPipeError:
+            # The reader went away (`| head`): stop quietly, as other tools do, and let no flush at
+            # exit write to the closed pipe again.
+            with contextlib.suppress(OSError, ValueError):  # (a stdout with no file behind it)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(1) from None
         except Exception as exc:
             detail = safe(f"{type(exc).__name__}: {exc}")[:500]
             raise click.ClickException(f"internal error, please report it: {detail}") from exc
@@ -47,7 +55,8 @@ class TranscriptGroup(click.Group):
 def _write_result() -> None:
     out = sink()
     if out.path is not None:
-        write_private(out.path, "".join(out.chunks).encode("utf-8", "surrogateescape"))
+        if not out.written:
+            write_private(out.path, "".join(out.chunks).encode("utf-8", "surrogateescape"))
         click.echo(f"wrote {safe(str(out.path))}", err=True)
 
 

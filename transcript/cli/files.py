@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
 
-from transcript.cli.output import safe
+from transcript.cli.output import safe, sink, terminal_json
 from transcript.session.store import Store
 from transcript.store.location import MEMORY, MEMORY_RECORDER, SERVER_SCHEMES
 
@@ -28,13 +29,19 @@ def write_private(path: Path, data: bytes) -> None:
     """Write a file readable by its owner only (mode 0600), atomically: the bytes go to a new file
     beside the target, synced, which then replaces the target. A link planted at the path is replaced,
     never followed, and no reader ever sees half of the file."""
+    write_private_with(path, lambda write: write(data))
+
+
+def write_private_with(path: Path, writer: Callable[[Callable[[bytes], object]], object]) -> None:
+    """`write_private` of what `writer` writes, piece by piece, through the function it is given: the
+    target is replaced only once all of it was written (an error on the way leaves it as it was)."""
     try:
         fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     except OSError as exc:
         raise click.ClickException(f"cannot write {safe(str(path))}: {exc.strerror}") from exc
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(data)
+            writer(out.write)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, path)
@@ -46,6 +53,30 @@ def write_private(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def stream_result(writer: Callable[[Callable[[bytes], object]], object]) -> None:
+    """The command's result as JSON that `writer` writes piece by piece, then a line break: to
+    stdout as it comes (escaped on a terminal, as `echo_json` does), or to the `-o` file, written
+    as `write_private_with` writes it — never held whole."""
+    out = sink()
+    if out.path is not None:
+
+        def whole(write: Callable[[bytes], object]) -> None:
+            writer(write)
+            write(b"\n")
+
+        write_private_with(out.path, whole)
+        out.written = True
+        return
+    terminal = sys.stdout.isatty()
+
+    def echo(data: bytes) -> None:
+        text = data.decode("utf-8", "surrogateescape")
+        click.echo(terminal_json(text) if terminal else text, nl=False)
+
+    writer(echo)
+    click.echo("")
 
 
 def is_file(path: str) -> bool:

@@ -84,6 +84,7 @@ class Sink:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
         self.chunks: list[str] = []
+        self.written = False  # the file was written already, piece by piece (`files.stream_result`)
 
     def line(self, text: str, *, json_text: bool = False) -> None:
         """One line of the result (JSON is written exact, and escaped on a terminal)."""

@@ -11,6 +11,7 @@ import click
 import msgspec
 
 from transcript.cli import legacy
+from transcript.cli.files import stream_result
 from transcript.cli.options import (
     db_option,
     format_choice,
@@ -22,7 +23,7 @@ from transcript.cli.options import (
     wire_data,
     wire_option,
 )
-from transcript.cli.output import FORMATS, echo_json, emit, safe, table
+from transcript.cli.output import FORMATS, emit, safe, table
 from transcript.cli.picking import pick_session
 from transcript.cli.progress import progress
 from transcript.formats import IMPORTERS
@@ -167,7 +168,7 @@ def export(
     with open_store(db_path, readonly=True) as store:
         t = store.session(pick_session(store, session_id))
         if state:
-            echo_json(t.export_state().to_json().decode())
+            stream_result(t.write_state)
             return
         if history:
             data = _history(t.stored_messages(), wire)

@@ -8,7 +8,7 @@ what the tasks of one loop, and other threads, do to the session.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +121,9 @@ class AsyncTranscript:
 
     async def export_state(self) -> SessionState:
         return await off_loop(self.sync.export_state)
+
+    async def write_state(self, out: Callable[[bytes], object]) -> None:
+        await off_loop(self.sync.write_state, out)
 
     async def continuation_prompt(self, result: CompactResult | None = None) -> str:
         return await off_loop(self.sync.continuation_prompt, result)

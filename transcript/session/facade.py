@@ -69,7 +69,7 @@ from transcript.store.backends import open_backend
 from transcript.store.bodies import counted, prepare
 from transcript.store.location import absent, default_path
 from transcript.store.offloop import off_loop
-from transcript.store.port import EventStore, NewBody, SessionWrite, StoredBody, Written
+from transcript.store.port import EventStore, LogRecord, NewBody, SessionWrite, StoredBody, Written
 from transcript.tokens import CL100K, TokenCounter, get_counter
 
 if TYPE_CHECKING:
@@ -95,6 +95,7 @@ SETTINGS: Final = ("config", "summarizer", "reinject", "provider", "title", "bef
 
 # What `Transcript.open` and `Store.session` pass to `attach` themselves.
 _INTERNAL: Final = ("tokenizer", "owns_store")
+_STATE_ENCODER: Final = msgspec.json.Encoder()
 
 
 def check_settings(**settings: object) -> None:
@@ -875,6 +876,51 @@ class Transcript:
                 for message_id, body in bodies.items()
             ),
         )
+
+    @_locked
+    def write_state(self, out: Callable[[bytes], object]) -> None:
+        """`export_state().to_json()`, written to `out` (a binary file's `write`, say) a piece at a
+        time as the log is read: the same bytes, without holding the document, its events or its
+        bodies at once (a long session's state is many times its largest body)."""
+        from transcript.model.state import STATE_FORMAT, STATE_VERSION, ExportedBody, ExportedEvent
+
+        if not callable(out):
+            raise InvalidArgument(f"out must be callable (a binary file's write), not {type(out).__name__}")
+        encode = _STATE_ENCODER.encode
+        out(
+            b'{"format":'
+            + encode(STATE_FORMAT)
+            + b',"format_version":'
+            + encode(STATE_VERSION)
+            + b',"session_id":'
+            + encode(self.session_id)
+            + b',"exported_at":'
+            + encode(utc_now())
+            + b',"events":['
+        )
+        head = ""
+        separator = b""
+        in_bodies = False
+
+        def on_event(record: LogRecord) -> None:
+            nonlocal head, separator
+            event = ExportedEvent(version=record.version, recorded_at=record.recorded_at, event=record.event)
+            out(separator + encode(event))
+            head, separator = record.hash, b","
+
+        def on_body(body: StoredBody, tokenizer: str) -> None:
+            nonlocal separator, in_bodies
+            if not in_bodies:
+                out(b'],"bodies":[')
+                in_bodies, separator = True, b""
+            out(
+                separator
+                + encode(ExportedBody(message=body.message, tokens=body.tokens, tokenizer=tokenizer))
+            )
+            separator = b","
+
+        self.events.scan_log(self.session_id, on_event, on_body)
+        out((b"" if in_bodies else b'],"bodies":[') + b'],"head":' + encode(head) + b"}")
 
     @_locked
     def status(self) -> Status:

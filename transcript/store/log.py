@@ -86,6 +86,10 @@ _MARK: Final = "message_marked"
 _MARKS: Final = frozenset((_MARK, "messages_excluded"))
 # How often a commit re-checks its bodies when another writer stored one of them meanwhile.
 _BODY_ATTEMPTS: Final = 3
+# How many bodies `scan_log` reads at once (a few, each of which may be large), and how many
+# versions of events.
+_SCAN_BODIES: Final = 16
+_SCAN_EVENTS: Final = 500
 
 
 def refuse_unexplained_marks(writes: Sequence[SessionWrite]) -> None:
@@ -272,6 +276,42 @@ class EventLog:
         return records, {
             message_id: found[message_id] for message_id in dict.fromkeys(ids) if message_id in found
         }
+
+    @_serialized
+    def scan_log(
+        self,
+        session_id: str,
+        on_event: Callable[[LogRecord], None],
+        on_body: Callable[[StoredBody, str], None],
+    ) -> None:
+        """`read_log` a piece at a time (see `EventStore.scan_log`): what is held at once is one
+        event, or a few bodies, and the ids of the bodies still to read."""
+        with self.recorder.reading():
+            ids: dict[str, None] = {}
+            # The events a window of versions at a time up to the head, then all that follow it (a
+            # log the head row lags behind is read whole, as `read_log` reads it).
+            head = (self.recorder.head(session_id) or (0, ""))[0]
+            top = head if isinstance(head, int) else 0
+            after = 0
+            while True:
+                until = after + _SCAN_EVENTS if after + _SCAN_EVENTS < top else None
+                for row in list(self.recorder.events(session_id, after=after, until=until)):
+                    event = _strict(session_id, row)
+                    if isinstance(event, MessageAppended):
+                        ids[event.message_id] = None
+                    on_event(LogRecord(row.version, row.recorded_at, event, row.hash))
+                if until is None:
+                    break
+                after = until
+            order = list(ids)
+            del ids
+            for start in range(0, len(order), _SCAN_BODIES):
+                chunk = order[start : start + _SCAN_BODIES]
+                found = {body.message_id: body for body in self.recorder.bodies(chunk)}
+                for message_id in chunk:
+                    stored = found.pop(message_id, None)
+                    if stored is not None:
+                        on_body(_body(stored), str(stored.tokenizer))
 
     @_serialized
     def snapshot(self, session_id: str) -> Snapshot | None:

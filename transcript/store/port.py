@@ -10,7 +10,7 @@ summaries and compaction records are accepted only with the mutator's writer cap
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import NamedTuple, Protocol
 
@@ -292,6 +292,17 @@ class EventStore(Protocol):
         self, session_id: str, until: int | None = None
     ) -> tuple[list[LogRecord], dict[str, StoredBody]]:
         """The session's log up to version `until` (all of it by default), with the bodies it appends."""
+        ...
+
+    def scan_log(
+        self,
+        session_id: str,
+        on_event: Callable[[LogRecord], None],
+        on_body: Callable[[StoredBody, str], None],
+    ) -> None:
+        """`read_log` a piece at a time, for a document too big to hold: each event in order, then
+        each body the log appends (with its tokenizer) in the order it first appends them, read a
+        few at a time, all in one read of the store."""
         ...
 
     def snapshot(self, session_id: str) -> Snapshot | None:
