@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import msgspec
+import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
@@ -136,3 +137,57 @@ def test_a_long_log_and_an_erased_one_stream_whole(tmp_path: Path) -> None:
             state = t.export_state()
             assert len(state.events) == t.version - state.events[0].version + 1
             _same_but_the_time(_streamed(t), state)
+
+
+def test_a_head_far_ahead_of_the_log_streams_the_log_as_it_is(tmp_path: Path) -> None:
+    """Events are paged by the versions read, not by the head's number: a head row moved far ahead
+    (by damage, say) costs nothing more."""
+    import sqlite3
+
+    db = tmp_path / "t.db"
+    with Store.open(db, tokenizer="chars/4") as store:
+        _session(store.session("s"), [30, 40], [])
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("UPDATE heads SET version = 1000000000000 WHERE session_id = 's'")
+    conn.close()
+    with Store.open(db, readonly=True, tokenizer="chars/4") as store:
+        t = store.session("s")
+        _same_but_the_time(_streamed(t), t.export_state())
+
+
+def test_the_async_form_refuses_a_coroutine_function(tmp_path: Path) -> None:
+    import asyncio
+
+    from transcript import AsyncTranscript, InvalidArgument
+
+    async def out(data: bytes) -> None:
+        del data
+
+    async def run() -> None:
+        t = await AsyncTranscript.open(tmp_path / "t.db", session_id="s")
+        try:
+            await t.append(Message.user("hello"))
+            with pytest.raises(InvalidArgument, match="coroutine"):
+                await t.write_state(out)
+            written = bytearray()
+            await t.write_state(written.extend)
+            assert SessionState.from_json(bytes(written)).session_id == "s"
+        finally:
+            await t.close()
+
+    asyncio.run(run())
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_no_quiet_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "t.db"
+    with Store.open(db) as store:
+        store.session("s").append(Message.user("hello"))
+
+    def broken(self: Transcript, out: object) -> None:
+        raise BrokenPipeError(32, "a socket of its own")
+
+    monkeypatch.setattr(Transcript, "write_state", broken)
+    result = CliRunner().invoke(cli, ["export", "--db", str(db), "--session", "s", "--state"])
+    assert result.exit_code == 1 and "internal error" in result.output

@@ -39,17 +39,34 @@ class TranscriptGroup(click.Group):
             raise click.ClickException(safe(str(exc))) from exc
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
-        except BrokenPipeError:
+        except BrokenPipeError as exc:
+            if not _stdout_gone():
+                raise click.ClickException(f"internal error, please report it: {safe(str(exc))}") from exc
             # The reader went away (`| head`): stop quietly, as other tools do, and let no flush at
             # exit write to the closed pipe again.
             with contextlib.suppress(OSError, ValueError):  # (a stdout with no file behind it)
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
             raise SystemExit(1) from None
         except Exception as exc:
             detail = safe(f"{type(exc).__name__}: {exc}")[:500]
             raise click.ClickException(f"internal error, please report it: {detail}") from exc
         _write_result()
         return result
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe its reader closed (what a broken pipe from `| head` is): polling
+    such a pipe's write end reports an error."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # (no file behind stdout, or no poll here)
+        return False
 
 
 def _write_result() -> None:

@@ -8,11 +8,13 @@ what the tasks of one loop, and other threads, do to the session.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from projection.view import View
+from transcript.model.errors import InvalidArgument
 from transcript.model.message import Message
 from transcript.model.result import CompactResult
 from transcript.model.snapshot import TranscriptSnapshot
@@ -123,6 +125,13 @@ class AsyncTranscript:
         return await off_loop(self.sync.export_state)
 
     async def write_state(self, out: Callable[[bytes], object]) -> None:
+        """`Transcript.write_state` off the event loop: `out` is called on the worker thread, so it
+        must be a plain function that never waits on the loop (a file's `write`; not a coroutine
+        function, and not one that waits for a coroutine, which would wait for the worker)."""
+        if inspect.iscoroutinefunction(out):
+            raise InvalidArgument(
+                "out must be a plain function (it runs off the event loop), not a coroutine function"
+            )
         await off_loop(self.sync.write_state, out)
 
     async def continuation_prompt(self, result: CompactResult | None = None) -> str:

@@ -881,7 +881,12 @@ class Transcript:
     def write_state(self, out: Callable[[bytes], object]) -> None:
         """`export_state().to_json()`, written to `out` (a binary file's `write`, say) a piece at a
         time as the log is read: the same bytes, without holding the document, its events or its
-        bodies at once (a long session's state is many times its largest body)."""
+        bodies at once (a long session's state is many times its largest body).
+
+        The whole is one read of the store, which `out` holds while it runs: a slow `out` keeps this
+        store's other threads waiting (write to a file, not to a slow reader). A failure midway
+        leaves what was written so far: write to a temporary file and move it when whole, as
+        `transcript export --state -o FILE` does."""
         from transcript.model.state import STATE_FORMAT, STATE_VERSION, ExportedBody, ExportedEvent
 
         if not callable(out):

@@ -87,7 +87,7 @@ _MARKS: Final = frozenset((_MARK, "messages_excluded"))
 # How often a commit re-checks its bodies when another writer stored one of them meanwhile.
 _BODY_ATTEMPTS: Final = 3
 # How many bodies `scan_log` reads at once (a few, each of which may be large), and how many
-# versions of events.
+# events.
 _SCAN_BODIES: Final = 16
 _SCAN_EVENTS: Final = 500
 
@@ -288,21 +288,15 @@ class EventLog:
         event, or a few bodies, and the ids of the bodies still to read."""
         with self.recorder.reading():
             ids: dict[str, None] = {}
-            # The events a window of versions at a time up to the head, then all that follow it (a
-            # log the head row lags behind is read whole, as `read_log` reads it).
-            head = (self.recorder.head(session_id) or (0, ""))[0]
-            top = head if isinstance(head, int) else 0
+            # The events a page at a time, each after the last version the one before read.
             after = 0
-            while True:
-                until = after + _SCAN_EVENTS if after + _SCAN_EVENTS < top else None
-                for row in list(self.recorder.events(session_id, after=after, until=until)):
+            while rows := list(self.recorder.events(session_id, after=after, limit=_SCAN_EVENTS)):
+                for row in rows:
                     event = _strict(session_id, row)
                     if isinstance(event, MessageAppended):
                         ids[event.message_id] = None
                     on_event(LogRecord(row.version, row.recorded_at, event, row.hash))
-                if until is None:
-                    break
-                after = until
+                after = rows[-1].version
             order = list(ids)
             del ids
             for start in range(0, len(order), _SCAN_BODIES):
@@ -311,7 +305,7 @@ class EventLog:
                 for message_id in chunk:
                     stored = found.pop(message_id, None)
                     if stored is not None:
-                        on_body(_body(stored), str(stored.tokenizer))
+                        on_body(_body(stored), stored.tokenizer)
 
     @_serialized
     def snapshot(self, session_id: str) -> Snapshot | None:

@@ -126,7 +126,13 @@ class MemoryRecorder:
             return dict(self._rows.heads)
 
     def events(
-        self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        kinds: Kinds = "all",
+        limit: int | None = None,
     ) -> Iterator[EventRow]:
         with self._rows.lock:
             log = self._rows.events.get(session_id, [])
@@ -137,7 +143,7 @@ class MemoryRecorder:
             rows = [row for row in rows if row.kind == _APPENDED]
         elif kinds == "others":
             rows = [row for row in rows if row.kind != _APPENDED]
-        return iter(rows)
+        return iter(rows if limit is None else rows[:limit])
 
     def history(self, session_id: str) -> Iterator[HistoryRow]:
         with self._rows.lock:

@@ -210,14 +210,21 @@ class PostgresRecorder:
         return {row[0]: (row[1], row[2]) for row in rows}
 
     def events(
-        self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        kinds: Kinds = "all",
+        limit: int | None = None,
     ) -> Iterator[EventRow]:
         rows = self._all(
             f"reading session {session_id!r}",
             f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = %s AND version > %s AND version <= %s"
             + _KINDS[kinds]
-            + " ORDER BY version",
-            (session_id, after, until if until is not None else 2**62),
+            + " ORDER BY version"
+            + ("" if limit is None else " LIMIT %s"),
+            (session_id, after, until if until is not None else 2**62, *(() if limit is None else (limit,))),
         )
         return map(EventRow._make, rows)
 

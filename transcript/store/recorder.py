@@ -203,10 +203,16 @@ class Recorder(Protocol):
         ...
 
     def events(
-        self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        kinds: Kinds = "all",
+        limit: int | None = None,
     ) -> Iterator[EventRow]:
         """The session's events with `after < version <= until`, in version order; `kinds` selects
-        appends only, all but appends, or all."""
+        appends only, all but appends, or all; `limit`: at most that many, the first ones."""
         ...
 
     def history(self, session_id: str) -> Iterator[HistoryRow]:

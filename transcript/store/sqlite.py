@@ -175,15 +175,21 @@ class SqliteRecorder:
         return {row[0]: (row[1], row[2]) for row in rows}
 
     def events(
-        self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        kinds: Kinds = "all",
+        limit: int | None = None,
     ) -> Iterator[EventRow]:
         """The session's event rows with `after < version <= until`, in order."""
         with connection.translated(f"reading session {session_id!r}"):
             rows = self._fetch(
                 f"SELECT {_EVENT_READ} FROM events WHERE session_id = ? AND version > ? AND version <= ?"
                 + _KINDS[kinds]
-                + " ORDER BY version",
-                (session_id, after, until if until is not None else 2**62),
+                + " ORDER BY version LIMIT ?",
+                (session_id, after, until if until is not None else 2**62, -1 if limit is None else limit),
                 lambda row: f"events row (session {session_id!r}, version {row[0]})",
             )
         return map(EventRow._make, rows)
