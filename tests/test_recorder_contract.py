@@ -84,6 +84,10 @@ class RecorderContract(OnBackend):
         assert [e.version for e in recorder.events("s", until=2)] == [1, 2]
         assert [e.version for e in recorder.events("s", after=1, until=3)] == [2, 3]
         assert list(recorder.events("s", after=5)) == []
+        # A page: the first so many after a version.
+        assert [e.version for e in recorder.events_page("s", 1, 2)] == [2, 3]
+        assert [e.version for e in recorder.events_page("s", 3, 10)] == [4, 5]
+        assert recorder.events_page("s", 5, 10) == []
 
     def test_events_are_read_by_kind(self, recorder: Recorder) -> None:
         bodies, events = appends(Message.user("one", id="u1"))

@@ -56,6 +56,8 @@ from transcript.store.port import (
     LoadedSession,
     LogRecord,
     NewBody,
+    OnBody,
+    OnEvent,
     Purged,
     Redaction,
     SearchHit,
@@ -278,19 +280,14 @@ class EventLog:
         }
 
     @_serialized
-    def scan_log(
-        self,
-        session_id: str,
-        on_event: Callable[[LogRecord], None],
-        on_body: Callable[[StoredBody, str], None],
-    ) -> None:
+    def scan_log(self, session_id: str, on_event: OnEvent, on_body: OnBody) -> None:
         """`read_log` a piece at a time (see `EventStore.scan_log`): what is held at once is one
         event, or a few bodies, and the ids of the bodies still to read."""
         with self.recorder.reading():
             ids: dict[str, None] = {}
             # The events a page at a time, each after the last version the one before read.
             after = 0
-            while rows := list(self.recorder.events(session_id, after=after, limit=_SCAN_EVENTS)):
+            while rows := self.recorder.events_page(session_id, after, _SCAN_EVENTS):
                 for row in rows:
                     event = _strict(session_id, row)
                     if isinstance(event, MessageAppended):

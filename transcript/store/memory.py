@@ -126,13 +126,7 @@ class MemoryRecorder:
             return dict(self._rows.heads)
 
     def events(
-        self,
-        session_id: str,
-        *,
-        after: int = 0,
-        until: int | None = None,
-        kinds: Kinds = "all",
-        limit: int | None = None,
+        self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
     ) -> Iterator[EventRow]:
         with self._rows.lock:
             log = self._rows.events.get(session_id, [])
@@ -143,7 +137,13 @@ class MemoryRecorder:
             rows = [row for row in rows if row.kind == _APPENDED]
         elif kinds == "others":
             rows = [row for row in rows if row.kind != _APPENDED]
-        return iter(rows if limit is None else rows[:limit])
+        return iter(rows)
+
+    def events_page(self, session_id: str, after: int, count: int) -> list[EventRow]:
+        with self._rows.lock:
+            log = self._rows.events.get(session_id, [])
+            start = bisect.bisect_right(log, after, key=lambda row: row.version)
+            return log[start : start + count]
 
     def history(self, session_id: str) -> Iterator[HistoryRow]:
         with self._rows.lock:

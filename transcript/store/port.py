@@ -243,6 +243,11 @@ class Erasure(msgspec.Struct, frozen=True, kw_only=True):
         return self.purged.gone
 
 
+# What `EventStore.scan_log` calls: with each event, then with each body and its tokenizer.
+OnEvent = Callable[[LogRecord], None]
+OnBody = Callable[[StoredBody, str], None]
+
+
 class EventStore(Protocol):
     """What a store offers: one write (`commit`), and the reads a session and its tools need."""
 
@@ -294,12 +299,7 @@ class EventStore(Protocol):
         """The session's log up to version `until` (all of it by default), with the bodies it appends."""
         ...
 
-    def scan_log(
-        self,
-        session_id: str,
-        on_event: Callable[[LogRecord], None],
-        on_body: Callable[[StoredBody, str], None],
-    ) -> None:
+    def scan_log(self, session_id: str, on_event: OnEvent, on_body: OnBody) -> None:
         """`read_log` a piece at a time, for a document too big to hold: each event in order, then
         each body the log appends (with its tokenizer) in the order it first appends them, read a
         few at a time, all in one read of the store."""

@@ -210,23 +210,25 @@ class PostgresRecorder:
         return {row[0]: (row[1], row[2]) for row in rows}
 
     def events(
-        self,
-        session_id: str,
-        *,
-        after: int = 0,
-        until: int | None = None,
-        kinds: Kinds = "all",
-        limit: int | None = None,
+        self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
     ) -> Iterator[EventRow]:
         rows = self._all(
             f"reading session {session_id!r}",
             f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = %s AND version > %s AND version <= %s"
             + _KINDS[kinds]
-            + " ORDER BY version"
-            + ("" if limit is None else " LIMIT %s"),
-            (session_id, after, until if until is not None else 2**62, *(() if limit is None else (limit,))),
+            + " ORDER BY version",
+            (session_id, after, until if until is not None else 2**62),
         )
         return map(EventRow._make, rows)
+
+    def events_page(self, session_id: str, after: int, count: int) -> list[EventRow]:
+        rows = self._all(
+            f"reading session {session_id!r}",
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = %s AND version > %s "
+            "ORDER BY version LIMIT %s",
+            (session_id, after, count),
+        )
+        return list(map(EventRow._make, rows))
 
     def history(self, session_id: str) -> Iterator[HistoryRow]:
         """The session's history with each append's body, in order: one join."""

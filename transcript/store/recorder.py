@@ -203,16 +203,14 @@ class Recorder(Protocol):
         ...
 
     def events(
-        self,
-        session_id: str,
-        *,
-        after: int = 0,
-        until: int | None = None,
-        kinds: Kinds = "all",
-        limit: int | None = None,
+        self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
     ) -> Iterator[EventRow]:
         """The session's events with `after < version <= until`, in version order; `kinds` selects
-        appends only, all but appends, or all; `limit`: at most that many, the first ones."""
+        appends only, all but appends, or all."""
+        ...
+
+    def events_page(self, session_id: str, after: int, count: int) -> list[EventRow]:
+        """The first `count` of the session's events after version `after`, in version order."""
         ...
 
     def history(self, session_id: str) -> Iterator[HistoryRow]:

@@ -175,24 +175,29 @@ class SqliteRecorder:
         return {row[0]: (row[1], row[2]) for row in rows}
 
     def events(
-        self,
-        session_id: str,
-        *,
-        after: int = 0,
-        until: int | None = None,
-        kinds: Kinds = "all",
-        limit: int | None = None,
+        self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
     ) -> Iterator[EventRow]:
         """The session's event rows with `after < version <= until`, in order."""
         with connection.translated(f"reading session {session_id!r}"):
             rows = self._fetch(
                 f"SELECT {_EVENT_READ} FROM events WHERE session_id = ? AND version > ? AND version <= ?"
                 + _KINDS[kinds]
-                + " ORDER BY version LIMIT ?",
-                (session_id, after, until if until is not None else 2**62, -1 if limit is None else limit),
+                + " ORDER BY version",
+                (session_id, after, until if until is not None else 2**62),
                 lambda row: f"events row (session {session_id!r}, version {row[0]})",
             )
         return map(EventRow._make, rows)
+
+    def events_page(self, session_id: str, after: int, count: int) -> list[EventRow]:
+        """The first `count` of the session's events after version `after`, in order."""
+        with connection.translated(f"reading session {session_id!r}"):
+            rows = self._fetch(
+                f"SELECT {_EVENT_READ} FROM events WHERE session_id = ? AND version > ? "
+                "ORDER BY version LIMIT ?",
+                (session_id, after, count),
+                lambda row: f"events row (session {session_id!r}, version {row[0]})",
+            )
+        return list(map(EventRow._make, rows))
 
     def history(self, session_id: str) -> Iterator[HistoryRow]:
         """The session's history with each append's body, in order: one join, read in chunks (a cold
