@@ -221,12 +221,7 @@ def output_tokens(entry: Entry) -> int:
 
 def _output_tokens(entries: Sequence[Entry], start: int, stop: int) -> int:
     """`output_tokens` summed over the entries in [start, stop), without a copy of the range."""
-    total = 0
-    for seq in range(start, stop):
-        entry = entries[seq]
-        if entry.message.role != "assistant":
-            total += view_tokens(entry)
-    return total
+    return sum(output_tokens(entries[seq]) for seq in range(start, stop))
 
 
 def plan_micro(

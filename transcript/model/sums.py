@@ -41,10 +41,17 @@ class PrefixSums:
         return len(self._tree) - 1
 
     def append(self, value: int) -> None:
-        """Add a value at the next position."""
-        index = len(self._tree)
+        """Add a value at the next position: its slot also holds the slots below it that its range
+        (`index - lowbit(index)`, `index`] covers, one per trailing zero of the index (one on average,
+        not a prefix sum's log n), since an append runs on every turn."""
+        tree = self._tree
+        index = len(tree)
         low = index - (index & -index)
-        self._tree.append(value + self.prefix(index - 1) - self.prefix(low))
+        below = index - 1
+        while below > low:
+            value += tree[below]
+            below -= below & -below
+        tree.append(value)
 
     def add(self, position: int, delta: int) -> None:
         """Change the value at `position` (0-based) by `delta`."""

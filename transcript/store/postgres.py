@@ -212,21 +212,20 @@ class PostgresRecorder:
     def events(
         self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
     ) -> Iterator[EventRow]:
+        return iter(self._events(session_id, after, until, kinds, None))
+
+    def events_page(self, session_id: str, after: int, count: int) -> list[EventRow]:
+        return self._events(session_id, after, None, "all", count)
+
+    def _events(
+        self, session_id: str, after: int, until: int | None, kinds: Kinds, limit: int | None
+    ) -> list[EventRow]:
         rows = self._all(
             f"reading session {session_id!r}",
             f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = %s AND version > %s AND version <= %s"
             + _KINDS[kinds]
-            + " ORDER BY version",
-            (session_id, after, until if until is not None else 2**62),
-        )
-        return map(EventRow._make, rows)
-
-    def events_page(self, session_id: str, after: int, count: int) -> list[EventRow]:
-        rows = self._all(
-            f"reading session {session_id!r}",
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = %s AND version > %s "
-            "ORDER BY version LIMIT %s",
-            (session_id, after, count),
+            + " ORDER BY version LIMIT %s",  # (NULL: no limit)
+            (session_id, after, until if until is not None else 2**62, limit),
         )
         return list(map(EventRow._make, rows))
 

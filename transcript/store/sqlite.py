@@ -178,23 +178,21 @@ class SqliteRecorder:
         self, session_id: str, *, after: int = 0, until: int | None = None, kinds: Kinds = "all"
     ) -> Iterator[EventRow]:
         """The session's event rows with `after < version <= until`, in order."""
+        return iter(self._events(session_id, after, until, kinds, -1))
+
+    def events_page(self, session_id: str, after: int, count: int) -> list[EventRow]:
+        """The first `count` of the session's events after version `after`, in order."""
+        return self._events(session_id, after, None, "all", count)
+
+    def _events(
+        self, session_id: str, after: int, until: int | None, kinds: Kinds, limit: int
+    ) -> list[EventRow]:
         with connection.translated(f"reading session {session_id!r}"):
             rows = self._fetch(
                 f"SELECT {_EVENT_READ} FROM events WHERE session_id = ? AND version > ? AND version <= ?"
                 + _KINDS[kinds]
-                + " ORDER BY version",
-                (session_id, after, until if until is not None else 2**62),
-                lambda row: f"events row (session {session_id!r}, version {row[0]})",
-            )
-        return map(EventRow._make, rows)
-
-    def events_page(self, session_id: str, after: int, count: int) -> list[EventRow]:
-        """The first `count` of the session's events after version `after`, in order."""
-        with connection.translated(f"reading session {session_id!r}"):
-            rows = self._fetch(
-                f"SELECT {_EVENT_READ} FROM events WHERE session_id = ? AND version > ? "
-                "ORDER BY version LIMIT ?",
-                (session_id, after, count),
+                + " ORDER BY version LIMIT ?",  # (-1: no limit)
+                (session_id, after, until if until is not None else 2**62, limit),
                 lambda row: f"events row (session {session_id!r}, version {row[0]})",
             )
         return list(map(EventRow._make, rows))
