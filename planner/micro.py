@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator, Sequence
+from typing import Final
 
 import msgspec
 
@@ -39,6 +40,7 @@ from transcript.model import (
     TranscriptSnapshot,
     media_tokens,
 )
+from transcript.model.chunked import Chunked
 from transcript.model.errors import IneligiblePlan
 from transcript.model.sums import PrefixSums, frozen_tree, prefix_sum
 
@@ -165,7 +167,8 @@ def micro_boundary(snapshot: TranscriptSnapshot, config: CompactConfig, budget_t
     room = config.micro_protect_fraction * budget_tokens
     entries = snapshot.entries
     if snapshot.output_sums and len(snapshot.output_sums) == 8 * (len(entries) + 1):
-        return max(boundary, _protected_start(frozen_tree(snapshot.output_sums), starts, len(entries), room))
+        sums = _Outputs(frozen_tree(snapshot.output_sums), snapshot.output_changes)
+        return max(boundary, _protected_start(sums, starts, len(entries), room))
     protected = len(entries)
     outputs = 0
     for position in range(len(starts) - 1, -1, -1):
@@ -177,18 +180,32 @@ def micro_boundary(snapshot: TranscriptSnapshot, config: CompactConfig, budget_t
     return max(boundary, protected)
 
 
-def _protected_start(sums: memoryview, starts: Sequence[int], size: int, room: float) -> int:
+class _Outputs:
+    """A snapshot's running sums of output tokens: the frozen tree, and the changes made after it."""
+
+    __slots__ = ("changes", "tree")
+
+    def __init__(self, tree: memoryview, changes: Sequence[tuple[int, int]]) -> None:
+        self.tree = tree
+        self.changes = changes
+
+    def before(self, stop: int) -> int:
+        """The output tokens of the entries before `stop`."""
+        return prefix_sum(self.tree, stop) + sum(delta for seq, delta in self.changes if seq < stop)
+
+
+def _protected_start(sums: _Outputs, starts: Sequence[int], size: int, room: float) -> int:
     """The walk above by binary search over the running sums: the start of the oldest step whose
     outputs, with every newer step's, fit `room` (the newest step's start when even it does not).
     The outputs from a step on only grow as the step gets older, so the steps that fit are the
     newest ones, up to the first that does not."""
-    total = prefix_sum(sums, size)
+    total = sums.before(size)
     low, high = 0, len(starts) - 1
-    if total - prefix_sum(sums, starts[high]) > room:
+    if total - sums.before(starts[high]) > room:
         return starts[high]
     while low < high:
         middle = (low + high) // 2
-        if total - prefix_sum(sums, starts[middle]) <= room:
+        if total - sums.before(starts[middle]) <= room:
             high = middle
         else:
             low = middle + 1
@@ -200,17 +217,36 @@ def with_entries(
 ) -> TranscriptSnapshot:
     """The snapshot with the entries at these `seq`s replaced (and `fields` set), its running sums
     of output tokens changed with them: a snapshot whose entries change under unchanged sums would
-    be planned from sizes it no longer has."""
-    entries = list(snapshot.entries)
-    sums = PrefixSums.thawed(snapshot.output_sums) if snapshot.output_sums else None
-    for seq, entry in changed.items():
-        if sums is not None:
+    be planned from sizes it no longer has.
+
+    The changes are carried as `output_changes` (O(changed), not a copy of the sums); past
+    `_CHANGES_KEPT` of them, they are added into a new frozen copy instead."""
+    entries = snapshot.entries
+    frozen, changes = snapshot.output_sums, list(snapshot.output_changes)
+    if frozen:
+        for seq, entry in changed.items():
             delta = output_tokens(entry) - output_tokens(entries[seq])
             if delta:
+                changes.append((seq, delta))
+        if len(changes) > _CHANGES_KEPT:
+            sums = PrefixSums.thawed(frozen)
+            for seq, delta in changes:
                 sums.add(seq, delta)
-        entries[seq] = entry
-    frozen = sums.frozen() if sums is not None else b""
-    return msgspec.structs.replace(snapshot, entries=tuple(entries), output_sums=frozen, **fields)
+            frozen, changes = sums.frozen(), []
+    if isinstance(entries, Chunked):
+        replaced: Sequence[Entry] = entries.replaced(changed)
+    else:
+        copy = list(entries)
+        for seq, entry in changed.items():
+            copy[seq] = entry
+        replaced = tuple(copy)
+    return msgspec.structs.replace(
+        snapshot, entries=replaced, output_sums=frozen, output_changes=tuple(changes), **fields
+    )
+
+
+# How many changes a snapshot carries beside its frozen sums (each prefix sum adds them up).
+_CHANGES_KEPT: Final = 64
 
 
 def output_tokens(entry: Entry) -> int:

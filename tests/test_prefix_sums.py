@@ -13,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 from planner import CompactConfig
 from planner.micro import micro_boundary, output_tokens, with_entries
 from transcript import Message, Store, ToolCall
+from transcript.model.snapshot import TranscriptSnapshot
 from transcript.model.sums import PrefixSums, frozen_tree, prefix_sum
 
 
@@ -120,4 +121,46 @@ def test_a_snapshot_with_other_entries_carries_their_sums(sizes: list[int], data
     after = with_entries(snapshot, changed, version=snapshot.version + 1)
     assert after.version == snapshot.version + 1
     assert [after.entries[seq] for seq in seqs] == [changed[seq] for seq in seqs]
-    assert after.output_sums == PrefixSums(map(output_tokens, after.entries)).frozen()
+    assert _effective(after) == PrefixSums(map(output_tokens, after.entries)).frozen()
+    # A copy made from a copy keeps adding its changes to the same frozen sums.
+    again = with_entries(after, {0: snapshot.entries[0]})
+    assert _effective(again) == PrefixSums(map(output_tokens, again.entries)).frozen()
+
+
+def _effective(snapshot: TranscriptSnapshot) -> bytes:
+    """A snapshot's frozen sums with the changes it carries beside them added in."""
+    sums = PrefixSums.thawed(snapshot.output_sums)
+    for seq, delta in snapshot.output_changes:
+        sums.add(seq, delta)
+    return sums.frozen()
+
+
+def test_many_changes_are_added_into_new_frozen_sums() -> None:
+    """Copies of copies carry their changes beside the frozen sums only up to a point: past it they
+    are added in, and the sums still match the entries, and the share found still matches the walk."""
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        Store.open(Path(directory) / "t.db", tokenizer="chars/4") as store,
+    ):
+        t = store.session("s")
+        t.append(Message.user("read the modules"))
+        _grow(t, [120, 40, 200, 80, 160], 0)
+        snapshot = t.messages()
+    seq = next(e.seq for e in snapshot.entries if output_tokens(e) > 0)
+    shown, hidden = (
+        snapshot.entries[seq],
+        msgspec.structs.replace(
+            snapshot.entries[seq], flags=msgspec.structs.replace(snapshot.entries[seq].flags, excluded=True)
+        ),
+    )
+    current = snapshot
+    lengths = []
+    for flip in range(150):
+        current = with_entries(current, {seq: hidden if flip % 2 == 0 else shown})
+        lengths.append(len(current.output_changes))
+        assert _effective(current) == PrefixSums(map(output_tokens, current.entries)).frozen()
+    assert max(lengths) <= 64 and 0 in lengths[1:]  # folded in at least once
+    walked = msgspec.structs.replace(current, output_sums=b"", output_changes=())
+    options = CompactConfig(micro_protect_fraction=0.5, micro_keep_steps=3)
+    for budget in (10, 100, 400, 1_000, 5_000):
+        assert micro_boundary(current, options, budget) == micro_boundary(walked, options, budget)

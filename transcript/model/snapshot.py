@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import msgspec
+
 from transcript.model.marks import NO_FLAGS, MessageFlags
 from transcript.model.message import Message, ReasoningPart
 from transcript.model.value import Value
@@ -44,13 +48,33 @@ class TranscriptSnapshot(Value, frozen=True):
     frozen `transcript.model.sums.PrefixSums`, so the share of recent outputs is found without a walk
     over them; empty when whoever built the snapshot kept none (the planner then walks). A snapshot
     made from another with other entries must change the sums with them (`planner.micro.with_entries`)
-    or drop them.
+    or drop them: `output_changes` holds such changes, (seq, delta) pairs made after `output_sums` was
+    frozen, which a prefix sum adds for the seqs before its end (so a copy need not copy the sums).
+
+    The sequences are immutable: tuples, or (from the fold) `transcript.model.chunked.Chunked`
+    sequences, which a later snapshot shares all but the changed chunks of, so that making one costs
+    what changed since the last, not the whole history. Read them as sequences (index, slice, iterate);
+    `plain()` gives the snapshot with tuples.
     """
 
     session_id: str
     version: int
-    entries: tuple[Entry, ...]
+    entries: Sequence[Entry]
     tokenizer: str
-    step_starts: tuple[int, ...] = ()
-    turn_starts: tuple[int, ...] = ()
+    step_starts: Sequence[int] = ()
+    turn_starts: Sequence[int] = ()
     output_sums: bytes = b""
+    output_changes: tuple[tuple[int, int], ...] = ()
+
+    def plain(self) -> TranscriptSnapshot:
+        """This snapshot with tuples for its sequences: what `msgspec` encodes (it knows no
+        `Chunked`), and what `Transcript.messages()` returns (a snapshot `msgspec` decodes holds
+        lists)."""
+        if all(isinstance(items, tuple) for items in (self.entries, self.step_starts, self.turn_starts)):
+            return self
+        return msgspec.structs.replace(
+            self,
+            entries=tuple(self.entries),
+            step_starts=tuple(self.step_starts),
+            turn_starts=tuple(self.turn_starts),
+        )

@@ -516,9 +516,10 @@ class Transcript:
         """Every message of the session with its per-part token counts and flags: the planner's input.
 
         After an open from a snapshot (which reads only the bodies the view shows), the first call
-        reads the rest of the history: it returns every message, as after a full open."""
+        reads the rest of the history: it returns every message, as after a full open. Its sequences
+        are tuples (`msgspec` encodes it)."""
         self._sync()
-        return self._whole().snapshot()
+        return self._whole().snapshot().plain()
 
     @_locked
     def visible_messages(self, *, record: bool = False) -> View:

@@ -38,6 +38,7 @@ from transcript.model import (
     ViewServed,
     apply_mark,
 )
+from transcript.model.chunked import ChunkCache
 from transcript.model.errors import StoreCorrupted, TranscriptError
 from transcript.model.history import check_order, pending_after
 from transcript.model.result import CompactResult
@@ -63,6 +64,10 @@ class LiveSession:
         # Each entry's output tokens in the view, summed as they change (the planner's protected
         # share); None after a lazy open, whose entries are not all read.
         self.outputs: PrefixSums | None = PrefixSums()
+        # The chunks of the entries and starts that the last snapshot froze, reused by the next.
+        self._frozen_entries: ChunkCache[Entry] = ChunkCache()
+        self._frozen_steps: ChunkCache[int] = ChunkCache()
+        self._frozen_turns: ChunkCache[int] = ChunkCache()
         self.rendered = LiveView(caps)
         self.results: list[CompactResult] = []
         self.served: list[str] = []
@@ -146,6 +151,7 @@ class LiveSession:
         if flags != before.flags:
             after = msgspec.structs.replace(before, flags=flags)
             self.entries[position] = after
+            self._frozen_entries.changed(position)
             if self.outputs is not None:
                 delta = output_tokens(after) - output_tokens(before)
                 if delta:
@@ -285,10 +291,10 @@ class LiveSession:
         return TranscriptSnapshot(
             session_id=self.session_id,
             version=self.version,
-            entries=tuple(self.entries),
+            entries=self._frozen_entries.frozen(self.entries),
             tokenizer=self.tokenizer,
-            step_starts=tuple(self.step_starts),
-            turn_starts=tuple(self.turn_starts),
+            step_starts=self._frozen_steps.frozen(self.step_starts),
+            turn_starts=self._frozen_turns.frozen(self.turn_starts),
             output_sums=(
                 self.outputs.frozen()
                 if self.outputs is not None and len(self.outputs) == len(self.entries)
