@@ -12,8 +12,8 @@ from typing import Final
 
 import msgspec
 
-from projection.view import CHUNK
 from transcript.model import Message
+from transcript.model.chunked import CHUNK
 
 DIGEST_CHARS: Final = 32
 _ENCODER: Final = msgspec.json.Encoder()

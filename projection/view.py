@@ -10,16 +10,16 @@ with the session's length. `view.messages` reads as one immutable sequence.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any, Final, Literal, TypeAlias, overload
+from collections.abc import Sequence
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
 from projection.cache import CacheHint
 from transcript.model import Message
+from transcript.model.chunked import CHUNK, Chunked
 
 ViewSource: TypeAlias = Literal["persisted", "canonical", "rebuilt", "fallback"]
-CHUNK: Final = 256
 
 _ENCODER: Final = msgspec.json.Encoder()
 
@@ -32,48 +32,17 @@ class Diagnostic(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     message_id: str | None = None
 
 
-class Messages(Sequence[Message]):
+class Messages(Chunked[Message]):
     """An immutable sequence of messages stored as chunks of tuples (shared between views).
 
     Every chunk but the last holds exactly `CHUNK` messages.
     """
 
-    __slots__ = ("_chunks", "_length")
+    __slots__ = ()
 
     def __init__(self, chunks: tuple[tuple[Message, ...], ...]) -> None:
         self._chunks = chunks
-        self._length = (len(chunks) - 1) * CHUNK + len(chunks[-1]) if chunks else 0
-
-    def __len__(self) -> int:
-        return self._length
-
-    @overload
-    def __getitem__(self, index: int) -> Message: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
-    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
-        if isinstance(index, slice):
-            return tuple(self)[index]
-        if index < 0:
-            index += self._length
-        if not 0 <= index < self._length:
-            raise IndexError("view index out of range")
-        return self._chunks[index // CHUNK][index % CHUNK]
-
-    def __iter__(self) -> Iterator[Message]:
-        for chunk in self._chunks:
-            yield from chunk
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return f"Messages({list(self)!r})"
+        self._len = (len(chunks) - 1) * CHUNK + len(chunks[-1]) if chunks else 0
 
 
 def chunked(messages: Sequence[Message]) -> tuple[tuple[Message, ...], ...]:

@@ -154,7 +154,7 @@ class SessionBehaviour(OnBackend):
     def test_a_long_live_view_matches_the_reference_across_chunks(self, location: str) -> None:
         from planner import CompactConfig
         from projection import plan_from_persisted_directives, render_llm_view
-        from projection.view import CHUNK
+        from transcript.model.chunked import CHUNK
 
         t = Store.open(location, tokenizer="chars/4").session("long")
         t.append(Message.user("go"))

@@ -9,7 +9,8 @@ however few messages the round touched. A `Chunked` sequence holds its items as 
 - a copy with some items replaced rebuilds only their chunks (`Chunked.replaced`).
 
 Both cost O(n / CHUNK + CHUNK × chunks changed). Reading is a sequence's: an index, a slice (a
-tuple), iteration, `len`; it equals a tuple or list with the same items.
+tuple), iteration, `len`; it equals any sequence with the same items. A view's messages are held
+the same way (`projection.view.Messages`, built by the live view's `ChunkCache`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from typing import Final, Generic, TypeVar, overload
 
 T = TypeVar("T")
 
-SHIFT: Final = 9
+# 256 items a chunk. A view's messages are chunks of this size too (`projection.view.Messages`), and
+# a view's hash covers its digests chunk by chunk (`projection.digest`): the recorded hashes depend
+# on it, so it never changes.
+SHIFT: Final = 8
 CHUNK: Final = 1 << SHIFT
 _MASK: Final = CHUNK - 1
 
@@ -43,6 +47,11 @@ class Chunked(Sequence[T]):
         made._chunks = chunks
         made._len = length
         return made
+
+    @property
+    def chunks(self) -> tuple[tuple[T, ...], ...]:
+        """The items as they are held: tuples of `CHUNK`, the last one maybe shorter."""
+        return self._chunks
 
     def __len__(self) -> int:
         return self._len
@@ -86,15 +95,15 @@ class Chunked(Sequence[T]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Chunked):
             return self._len == other._len and self._chunks == other._chunks
-        if isinstance(other, (tuple, list)):
-            return self._len == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return self._len == len(other) and all(a == b for a, b in zip(self, other, strict=True))
 
     def __hash__(self) -> int:
         return hash(tuple(self))
 
     def __repr__(self) -> str:
-        return f"Chunked({list(self)!r})"
+        return f"{type(self).__name__}({list(self)!r})"
 
     def replaced(self, changed: Mapping[int, T]) -> Chunked[T]:
         """A copy with the items at these positions replaced (each in `range(len(self))`)."""
@@ -111,7 +120,7 @@ class Chunked(Sequence[T]):
             chunk[position & _MASK] = item
         for number, chunk in edited.items():
             chunks[number] = tuple(chunk)
-        return Chunked._of(tuple(chunks), self._len)
+        return type(self)._of(tuple(chunks), self._len)
 
 
 class ChunkCache(Generic[T]):

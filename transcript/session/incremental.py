@@ -27,8 +27,9 @@ from projection.directives import (
 )
 from projection.llm_view import pending_diagnostic, render_llm_view
 from projection.render import RenderError, render_entry
-from projection.view import CHUNK, Diagnostic, View, ViewSource
+from projection.view import Diagnostic, View, ViewSource
 from transcript.model import Entry, Message, TranscriptSnapshot
+from transcript.model.chunked import CHUNK, ChunkCache
 from transcript.model.order import canonical_order, needs_reorder
 
 
@@ -39,10 +40,10 @@ class LiveView:
         self.caps = caps
         self._order: list[Entry] | None = []
         self._shown: list[Message] = []
-        self._chunks: list[tuple[Message, ...] | None] = []
-        # Chunks (by index) rendered since the last view and since the last digest: only they are
-        # rebuilt and hashed again, so a view costs what changed, not the session's length.
-        self._dirty: set[int] = set()
+        # The view's chunks, and those (by index) rendered since the last digest: only the chunks
+        # rendered since the last view are rebuilt, and only those since the last digest hashed
+        # again, so a view costs what changed, not the session's length.
+        self._frozen: ChunkCache[Message] = ChunkCache()
         self._unhashed: set[int] = set()
         # An array and a bytearray, not lists: a list of ints is walked by every garbage collection
         # that reaches it (an event loop next to an `AsyncTranscript` waits for those).
@@ -135,21 +136,12 @@ class LiveView:
                 source: ViewSource = "persisted" if self._with_directive else "canonical"
                 diagnostics = (pending_diagnostic(tuple(pending)),) if pending else ()
                 self._cached = View(
-                    chunks=self._current_chunks(), source=source, tokens=self._tokens, diagnostics=diagnostics
+                    chunks=self._frozen.frozen(self._shown).chunks,
+                    source=source,
+                    tokens=self._tokens,
+                    diagnostics=diagnostics,
                 )
         return self._cached
-
-    def _current_chunks(self) -> tuple[tuple[Message, ...], ...]:
-        """The view's chunks, rebuilding only those that changed since the last view."""
-        count = -(-len(self._shown) // CHUNK)
-        del self._chunks[count:]
-        self._dirty.update(range(len(self._chunks), count))
-        self._chunks.extend([None] * (count - len(self._chunks)))
-        for index in self._dirty:
-            if index < count:
-                self._chunks[index] = tuple(self._shown[index * CHUNK : (index + 1) * CHUNK])
-        self._dirty.clear()
-        return tuple(self._chunks)  # type: ignore[arg-type]
 
     def reset(self) -> None:
         """Forget the view; the next one is built from the entries in one pass."""
@@ -212,7 +204,6 @@ class LiveView:
     def _reorder(self, entries: Sequence[Entry]) -> None:
         order = canonical_order(entries)
         self._order = order
-        self._chunks = []
         self._digests = [""] * len(order)
         self._stale = None
         self._chunk_hashes = []
@@ -246,7 +237,7 @@ class LiveView:
         self._tokens += count - self._counts[index]
         self._with_directive += (directive is not None) - self._directed[index]
         self._shown[index] = message
-        self._dirty.add(index // CHUNK)
+        self._frozen.changed(index)
         self._unhashed.add(index // CHUNK)
         if self._stale is not None:
             self._stale.add(index)
