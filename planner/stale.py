@@ -73,22 +73,27 @@ class StaleContext:
     from `start` on (the plan's window and what follows it)."""
 
     def __init__(self, snapshot: TranscriptSnapshot, start: int) -> None:
-        # Each fact's latest use: what is used after a seq is then one look-up per fact asked
-        # about, where a union per message would copy a growing set once for every message.
-        self._last_use: dict[str, int] = {}
+        self._said = [
+            entry
+            for entry in snapshot.entries[start:]
+            if entry.message.role == "assistant" and not entry.flags.excluded
+        ]
+        self._last_use: dict[str, int] | None = None  # read when first asked (excerpts need it)
         self._latest_read: dict[tuple[str, str], int] = {}
-        for entry in snapshot.entries[start:]:
-            message = entry.message
-            if message.role != "assistant" or entry.flags.excluded:
-                continue
-            self._last_use.update(dict.fromkeys(used_facts(message), entry.seq))
-            for call in message.tool_calls:
+        for entry in self._said:
+            for call in entry.message.tool_calls:
                 key = read_key(call)
                 if key is not None:
                     self._latest_read[key] = entry.seq
 
     def used_after(self, seq: int) -> UsedAfter:
         """The facts the agent used in assistant messages after `seq`."""
+        if self._last_use is None:
+            # Each fact's latest use: what is used after a seq is then one look-up per fact asked
+            # about, where a union per message would copy a growing set once for every message.
+            self._last_use = {}
+            for entry in self._said:
+                self._last_use.update(dict.fromkeys(used_facts(entry.message), entry.seq))
         return UsedAfter(self._last_use, seq)
 
     def superseded(self, call: ToolCall | None, step_seq: int) -> str:
