@@ -104,6 +104,18 @@ class RecorderContract(OnBackend):
         many = [f"missing-{i}" for i in range(1_200)] + ["u1"]  # past any one query's variable limit
         assert [b.message_id for b in recorder.bodies(many)] == ["u1"]
 
+    def test_contents_are_the_bodies_id_counts_and_record(self, recorder: Recorder) -> None:
+        text = 'unicode ✓ \u2028 and "quotes"'
+        bodies, events = appends(*(Message.user(f"{text} {i}", id=f"m{i}") for i in range(3)))
+        recorder.insert([RecorderWrite("s", (0, ""), bodies, events)])
+        wanted = ["m2", "nope", "m0", *(f"missing-{i}" for i in range(1_200)), "m1"]
+        contents = sorted((m, _bytes(t), _bytes(b)) for m, t, b in recorder.contents(wanted))
+        assert contents == sorted((b.message_id, b.tokens, b.body) for b in bodies)
+        assert contents == sorted(
+            (b.message_id, b.tokens, b.body) for b in map(_body, recorder.bodies(wanted))
+        )
+        assert list(recorder.contents([])) == [] and list(recorder.contents(["nope"])) == []
+
     def test_a_write_at_a_stale_version_is_a_conflict_and_stores_nothing(self, recorder: Recorder) -> None:
         bodies, events = appends(Message.user("one", id="u1"))
         recorder.insert([RecorderWrite("s", (0, ""), bodies, events)])

@@ -25,7 +25,7 @@ from transcript.model import hashing
 from transcript.model.hashing import snapshot_digest
 from transcript.session import snapshots
 from transcript.store.log import EventLog
-from transcript.store.recorder import BodyRow, RecorderWrite, SnapshotRow
+from transcript.store.recorder import BodyRow, ContentRow, RecorderWrite, SnapshotRow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,13 +81,19 @@ class SnapshotBehaviour(OnBackend):
         store = Store.open(location, tokenizer="chars/4")
         assert isinstance(store.events, EventLog)
         read: list[str] = []
-        bodies = store.events.recorder.bodies
+        bodies, contents = store.events.recorder.bodies, store.events.recorder.contents
 
         def reading(ids: Sequence[str]) -> Iterator[BodyRow]:
             read.extend(ids)
             return bodies(ids)
 
+        def reading_contents(ids: Sequence[str]) -> Iterator[ContentRow]:
+            read.extend(ids)
+            return contents(ids)
+
+        # (Either way of reading a body counts: whole rows, or what a session's read needs of them.)
         store.events.recorder.bodies = reading  # type: ignore[method-assign,assignment]
+        store.events.recorder.contents = reading_contents  # type: ignore[method-assign,assignment]
         t = store.session("s")
         view = t.visible_messages()
         shown = {m.id for m in view.messages}

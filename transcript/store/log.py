@@ -393,7 +393,15 @@ class EventLog:
         return [message_id for message_id in missing if message_id not in covered]
 
     def _read_bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:
-        return {row.message_id: _body(row) for row in self.recorder.bodies(message_ids)}
+        """The stored bodies with these ids, decoded (`StoreCorrupted` naming a row that cannot be)."""
+        found: dict[str, StoredBody] = {}
+        read_message, read_counts = MESSAGE_DECODER.decode, _TOKENS_DECODER.decode
+        for message_id, tokens, body in self.recorder.contents(message_ids):
+            try:
+                found[message_id] = StoredBody(read_message(body), read_counts(tokens))
+            except (msgspec.DecodeError, TypeError) as exc:
+                raise _unreadable(message_id, exc) from exc
+        return found
 
     # The one write.
 
@@ -840,7 +848,11 @@ def _body(row: BodyRow) -> StoredBody:
     try:
         return StoredBody(MESSAGE_DECODER.decode(row.body), _TOKENS_DECODER.decode(row.tokens))
     except (msgspec.DecodeError, TypeError) as exc:
-        raise StoreCorrupted(f"bodies row (message {row.message_id!r}): it cannot be read ({exc})") from exc
+        raise _unreadable(row.message_id, exc) from exc
+
+
+def _unreadable(message_id: str, exc: Exception) -> StoreCorrupted:
+    return StoreCorrupted(f"bodies row (message {message_id!r}): it cannot be read ({exc})")
 
 
 def _counts(row: BodyRow) -> tuple[int, ...]:

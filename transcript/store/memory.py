@@ -28,6 +28,7 @@ from transcript.store.recorder import (
     BodyRow,
     BodyTaken,
     Capabilities,
+    ContentRow,
     EventRow,
     HistoryRow,
     Kinds,
@@ -161,6 +162,12 @@ class MemoryRecorder:
         with self._rows.lock:
             found = [stored[message_id] for message_id in dict.fromkeys(message_ids) if message_id in stored]
         return iter(found)
+
+    def contents(self, message_ids: Sequence[str]) -> Iterator[ContentRow]:
+        stored = self._rows.bodies
+        with self._rows.lock:
+            found = [stored[message_id] for message_id in dict.fromkeys(message_ids) if message_id in stored]
+        return iter([(row.message_id, row.tokens, row.body) for row in found])
 
     def sessions(self) -> list[SessionRow]:
         with self._rows.lock:

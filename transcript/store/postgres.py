@@ -33,6 +33,7 @@ from transcript.store.recorder import (
     BodyRow,
     BodyTaken,
     Capabilities,
+    ContentRow,
     EventRow,
     HistoryRow,
     Kinds,
@@ -242,12 +243,20 @@ class PostgresRecorder:
 
     def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
         """The stored bodies with these ids, a chunk at a time (each decoded before the next is read)."""
+        for rows in self._body_chunks(_BODY_COLUMNS, message_ids):
+            yield from map(BodyRow._make, rows)
+
+    def contents(self, message_ids: Sequence[str]) -> Iterator[ContentRow]:
+        """The id, counts and record of the stored bodies with these ids, a chunk at a time."""
+        for rows in self._body_chunks("message_id, tokens, body", message_ids):
+            yield from rows
+
+    def _body_chunks(self, columns: str, message_ids: Sequence[str]) -> Iterator[list[tuple[Any, ...]]]:
         for start in range(0, len(message_ids), _IN_CHUNK):
             chunk = list(message_ids[start : start + _IN_CHUNK])
-            rows = self._all(
-                "reading bodies", f"SELECT {_BODY_COLUMNS} FROM bodies WHERE message_id = ANY(%s)", (chunk,)
+            yield self._all(
+                "reading bodies", f"SELECT {columns} FROM bodies WHERE message_id = ANY(%s)", (chunk,)
             )
-            yield from map(BodyRow._make, rows)
 
     def sessions(self) -> list[SessionRow]:
         # The id, messages, version, head and title; the columns after them keep their defaults.

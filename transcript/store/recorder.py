@@ -48,6 +48,11 @@ class BodyRow(NamedTuple):
     digest: str
 
 
+# What a read of a session needs of one stored body: (message id, counts (JSON), record (JSON)). A
+# plain tuple: a cold open reads one for every message it shows.
+ContentRow = tuple[str, Json, Json]
+
+
 class SnapshotRow(NamedTuple):
     """A snapshot of a session's fold: the version and event hash it folds to, its payload (JSON, opaque
     to the recorder) and the payload's digest."""
@@ -220,6 +225,12 @@ class Recorder(Protocol):
 
     def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
         """The stored bodies with these ids (those that are stored), in no particular order."""
+        ...
+
+    def contents(self, message_ids: Sequence[str]) -> Iterator[ContentRow]:
+        """Of each stored body with these ids (those that are stored, in no particular order), what
+        reading a session needs: its id, counts and record; `bodies` has its hash, tokenizer and
+        digest too."""
         ...
 
     def sessions(self) -> list[SessionRow]:

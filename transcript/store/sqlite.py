@@ -25,6 +25,7 @@ from transcript.store.recorder import (
     BodyRow,
     BodyTaken,
     Capabilities,
+    ContentRow,
     EventRow,
     HistoryRow,
     Kinds,
@@ -219,18 +220,27 @@ class SqliteRecorder:
                 self._name_undecodable(sql, (session_id,), where)
 
     def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
-        """The stored bodies with these ids, read a chunk at a time (a cold open decodes each chunk
+        """The stored bodies with these ids, read a chunk at a time."""
+        for rows in self._body_chunks(_BODY_READ, message_ids):
+            yield from map(BodyRow._make, rows)
+
+    def contents(self, message_ids: Sequence[str]) -> Iterator[ContentRow]:
+        """The id, counts and record of the stored bodies with these ids, a chunk at a time."""
+        for rows in self._body_chunks("message_id, CAST(tokens AS BLOB), CAST(body AS BLOB)", message_ids):
+            yield from rows
+
+    def _body_chunks(self, columns: str, message_ids: Sequence[str]) -> Iterator[list[tuple[Any, ...]]]:
+        """The bodies with these ids, a chunk of rows at a time (a cold open decodes each chunk
         before the next is read, so the raw text of a whole history is never held at once)."""
-        select = f"SELECT {_BODY_READ} FROM bodies"
+        select = f"SELECT {columns} FROM bodies"
         for start in range(0, len(message_ids), _IN_CHUNK):
             chunk = message_ids[start : start + _IN_CHUNK]
             with connection.translated("reading bodies"):
-                rows = self._fetch(
+                yield self._fetch(
                     f"{select} WHERE message_id IN ({','.join('?' * len(chunk))})",
                     chunk,
                     lambda row: f"bodies row (message {row[0]!r})",
                 )
-            yield from map(BodyRow._make, rows)
 
     def sessions(self) -> list[SessionRow]:
         """Every session, by id, as the `sessions` view lists it."""
