@@ -222,7 +222,8 @@ def with_entries(
     The changes are carried as `output_changes` (O(changed), not a copy of the sums); past
     `_CHANGES_KEPT` of them, they are added into a new frozen copy instead."""
     entries = snapshot.entries
-    frozen, changes = snapshot.output_sums, list(snapshot.output_changes)
+    frozen = snapshot.output_sums
+    changes = list(snapshot.output_changes) if frozen else []
     if frozen:
         for seq, entry in changed.items():
             delta = output_tokens(entry) - output_tokens(entries[seq])

@@ -93,8 +93,8 @@ class Chunked(Sequence[T]):
         return (item for chunk in reversed(self._chunks) for item in reversed(chunk))
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Chunked):
-            return self._len == other._len and self._chunks == other._chunks
+        if isinstance(other, Chunked) and self._chunks == other._chunks:
+            return True  # (the same items chunked alike; chunked otherwise, compared item by item)
         if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
             return NotImplemented
         return self._len == len(other) and all(a == b for a, b in zip(self, other, strict=True))
@@ -127,14 +127,15 @@ class ChunkCache(Generic[T]):
     """Frozen chunks of one list (or array) that changes only by appends and by replacements in
     place reported to `changed`: each `frozen` copy of it re-freezes only the chunks changed since
     the last one (and the last, partly filled chunk, which appends extend). Another list given to
-    `frozen` starts the cache afresh."""
+    `frozen`, or the list cut shorter, starts the cache afresh."""
 
-    __slots__ = ("_dirty", "_frozen", "_source")
+    __slots__ = ("_dirty", "_frozen", "_length", "_source")
 
     def __init__(self) -> None:
         self._frozen: list[tuple[T, ...]] = []
         self._dirty: set[int] = set()
         self._source: object = None
+        self._length = 0
 
     def changed(self, position: int) -> None:
         """The item at `position` was replaced in place."""
@@ -143,9 +144,10 @@ class ChunkCache(Generic[T]):
     def frozen(self, items: Sequence[T]) -> Chunked[T]:
         """`Chunked(items)`, from the chunks already frozen where nothing changed."""
         frozen = self._frozen
-        if items is not self._source:
-            frozen.clear()
+        if items is not self._source or len(items) < self._length:
+            frozen.clear()  # (another list, or one cut short: nothing frozen is known to hold)
             self._source = items
+        self._length = len(items)
         count = (len(items) + _MASK) >> SHIFT
         del frozen[count:]
         dirty = self._dirty

@@ -66,10 +66,17 @@ class TranscriptSnapshot(Value, frozen=True):
     output_sums: bytes = b""
     output_changes: tuple[tuple[int, int], ...] = ()
 
+    def __post_init__(self) -> None:
+        # Decoded from JSON, the sequences arrive as lists: made tuples, a decoded snapshot is as
+        # immutable (and hashable) as the one encoded, and equal to it.
+        for name in ("entries", "step_starts", "turn_starts", "output_changes"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                msgspec.structs.force_setattr(self, name, tuple(value))
+
     def plain(self) -> TranscriptSnapshot:
         """This snapshot with tuples for its sequences: what `msgspec` encodes (it knows no
-        `Chunked`), and what `Transcript.messages()` returns (a snapshot `msgspec` decodes holds
-        lists)."""
+        `Chunked`), and what `Transcript.messages()` returns."""
         if all(isinstance(items, tuple) for items in (self.entries, self.step_starts, self.turn_starts)):
             return self
         return msgspec.structs.replace(
