@@ -161,3 +161,41 @@ def test_the_fold_snapshots_are_their_version_after_later_rounds() -> None:
         assert tuple(fresh.entries) == tuple(after.entries)
         assert fresh == after
         assert msgspec.json.encode(fresh) == msgspec.json.encode(after)
+
+
+@pytest.mark.parametrize("round_kind", ["micro then full", "forced full"])
+def test_rounds_over_many_chunks_leave_what_a_fresh_fold_reads(round_kind: str) -> None:
+    """Rounds that mark and exclude messages across several chunks: the session as this process
+    folded it (the planner's snapshots made from shared chunks) is the one a fresh open reads from
+    the log, view included, and the next round plans alike in both."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "t.db"
+        with Store.open(path, tokenizer="chars/4") as store:
+            t = store.session("s")
+            t.append(Message.user("read the modules"))
+            for n in range(2 * CHUNK):
+                call = ToolCall(id=f"c{n}", name="Read", input={"file_path": f"src/m{n}.py"})
+                t.append_turn(
+                    [
+                        Message.assistant(f"step {n} reads src/m{n}.py", tool_calls=[call]),
+                        Message.tool_result(f"c{n}", f"def f{n}_x(): return {n}\n" * 40, name="Read"),
+                    ]
+                )
+            tokens = t.visible_messages().tokens
+            if round_kind == "forced full":
+                result = t.compact(budget_tokens=tokens // 3, force=True)
+            else:
+                micro = CompactConfig(full_compact_enabled=False)
+                assert t.compact(budget_tokens=tokens, config=micro, manual=True).outcome == "micro_applied"
+                result = t.compact(budget_tokens=tokens // 4, force=True)
+            assert result.outcome == "full_applied"
+            t.append_turn([Message.user("go on")])
+            after, view = t.messages(), t.visible_messages().canonical_json()
+            assert len({e.seq // CHUNK for e in after.entries if e.flags.excluded}) >= 3
+            planned = t.compact(budget_tokens=tokens // 8, shadow=True)
+        with Store.open(path, tokenizer="chars/4", readonly=True) as store:
+            fresh = store.session("s")
+            assert fresh.visible_messages().canonical_json() == view
+            assert fresh.messages() == after
+            again = fresh.compact(budget_tokens=tokens // 8, shadow=True)
+        assert (again.outcome, again.compacted_ids) == (planned.outcome, planned.compacted_ids)
