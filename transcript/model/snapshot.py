@@ -68,7 +68,7 @@ class TranscriptSnapshot(Value, frozen=True):
 
     def __post_init__(self) -> None:
         # Decoded from JSON, the sequences arrive as lists: made tuples, a decoded snapshot is as
-        # immutable (and hashable) as the one encoded, and equal to it.
+        # immutable as the one encoded, and equal to it.
         for name in ("entries", "step_starts", "turn_starts", "output_changes"):
             value = getattr(self, name)
             if isinstance(value, list):
