@@ -57,6 +57,21 @@ _FAILURE: Final = re.compile(
     re.IGNORECASE,
 )
 _FAILED_COUNT: Final = re.compile(r"\b[1-9]\d* (failed|errors?)\b", re.I)
+
+
+def _lowered(pattern: str) -> str:
+    """A pattern's letters in lower case, but those of its escapes (`\\b`, `\\S`): searched
+    case-sensitively in an ASCII text made lower case, it matches where the pattern with `re.I`
+    matches in the text."""
+    return re.sub(
+        r"\\.|[A-Z]+", lambda m: m.group() if m.group().startswith("\\") else m.group().lower(), pattern
+    )
+
+
+# What `_failure` and `_passed` search in an ASCII text they have made lower case: the same matches,
+# found a third faster than with `re.I`.
+_FAILURE_LOWER: Final = re.compile(_lowered(_FAILURE.pattern))
+_PASSED_LOWER: Final = re.compile(_lowered(_PASSED.pattern), re.M)
 # A result is judged by its first and last lines that are not blank: so many of them, read in a long
 # result from a chunk of this many characters at each end.
 _EDGE_LINES: Final = 3
@@ -248,23 +263,23 @@ def _reads_ok(edges: tuple[list[str], list[str]]) -> bool:
 
 def _failure(text: str) -> bool:
     """Whether `_FAILURE` finds a failure in a text; an ASCII text holding none of the words each of
-    its alternatives needs (in lower case) is passed over without the case-insensitive search."""
+    its alternatives needs (in lower case) is passed over without a search, and another is searched
+    in lower case (`_FAILURE_LOWER`)."""
     if text.isascii():
         lowered = text.lower()
-        if not any(word in lowered for word in _FAILURE_WORDS):
-            return False
+        return any(word in lowered for word in _FAILURE_WORDS) and _FAILURE_LOWER.search(lowered) is not None
     return _FAILURE.search(text) is not None
 
 
 def _passed(text: str) -> bool:
     """Whether `_PASSED` finds a test summary in a text (an ASCII text without "pass", "test result:
-    ok" or a line opening with "ok" is passed over, as in `_failure`)."""
+    ok" or a line opening with "ok" is passed over, and another searched in lower case, as in
+    `_failure`)."""
     if text.isascii():
         lowered = text.lower()
-        if not (
+        return (
             "pass" in lowered or "test result: ok" in lowered or lowered.startswith("ok") or "\nok" in lowered
-        ):
-            return False
+        ) and _PASSED_LOWER.search(lowered) is not None
     return _PASSED.search(text) is not None
 
 
