@@ -46,11 +46,21 @@ _KNOWN: dict[str, tuple[str, ...]] = {}
 
 def facts(text: str) -> set[str]:
     """The distinctive tokens of a text (see the module docstring)."""
-    found: set[str] = set()
+    chunks = text.split()
     known = _KNOWN
-    for chunk in text.split():
-        got = known.get(chunk)
-        found.update(_chunk_facts(chunk) if got is None else got)
+    new = set(chunks).difference(known)
+    if len(known) + len(new) > _KNOWN_LIMIT:
+        # More than the memory holds: each chunk read as it comes (forgotten and learnt again).
+        found: set[str] = set()
+        for chunk in chunks:
+            got = known.get(chunk)
+            found.update(_chunk_facts(chunk) if got is None else got)
+        return found
+    for chunk in new:  # each new chunk learnt once, then every chunk's facts looked up in one pass
+        _chunk_facts(chunk)
+    found = set()
+    for got in filter(None, map(known.get, chunks)):  # (chunks without facts left out)
+        found.update(got)
     return found
 
 

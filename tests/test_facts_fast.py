@@ -118,6 +118,7 @@ def test_forgetting_the_remembered_tokens_changes_no_fact(monkeypatch: pytest.Mo
     assert [list(found) for found in line_facts(text)] == [
         list(defined_facts(line)) for line in text.split("\n")
     ]
+    assert list(facts(text)) == list(defined_facts(text))
     assert len(facts_module._KNOWN) <= 2
 
 
