@@ -62,10 +62,6 @@ class PrefixSums:
             tree[index] += delta
             index += index & -index
 
-    def prefix(self, stop: int) -> int:
-        """The sum of the values at positions [0, stop)."""
-        return prefix_sum(self._tree, stop)
-
     def frozen(self) -> bytes:
         """The tree's bytes, for `prefix_sum` (a copy: later changes do not reach it)."""
         return self._tree.tobytes()

@@ -74,6 +74,7 @@ from transcript.store.recorder import (
     Capabilities,
     EventRow,
     HistoryRow,
+    Json,
     Recorder,
     RecorderWrite,
     SnapshotRow,
@@ -394,14 +395,7 @@ class EventLog:
 
     def _read_bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:
         """The stored bodies with these ids, decoded (`StoreCorrupted` naming a row that cannot be)."""
-        found: dict[str, StoredBody] = {}
-        read_message, read_counts = MESSAGE_DECODER.decode, _TOKENS_DECODER.decode
-        for message_id, tokens, body in self.recorder.contents(message_ids):
-            try:
-                found[message_id] = StoredBody(read_message(body), read_counts(tokens))
-            except (msgspec.DecodeError, TypeError) as exc:
-                raise _unreadable(message_id, exc) from exc
-        return found
+        return {row[0]: _decoded(*row) for row in self.recorder.contents(message_ids)}
 
     # The one write.
 
@@ -845,14 +839,15 @@ def _strict(session_id: str, row: EventRow) -> Event:
 
 def _body(row: BodyRow) -> StoredBody:
     """One stored body and its counts, or `StoreCorrupted` naming the row."""
+    return _decoded(row.message_id, row.tokens, row.body)
+
+
+def _decoded(message_id: str, tokens: Json, body: Json) -> StoredBody:
+    """A stored body and its counts, decoded, or `StoreCorrupted` naming the row."""
     try:
-        return StoredBody(MESSAGE_DECODER.decode(row.body), _TOKENS_DECODER.decode(row.tokens))
+        return StoredBody(MESSAGE_DECODER.decode(body), _TOKENS_DECODER.decode(tokens))
     except (msgspec.DecodeError, TypeError) as exc:
-        raise _unreadable(row.message_id, exc) from exc
-
-
-def _unreadable(message_id: str, exc: Exception) -> StoreCorrupted:
-    return StoreCorrupted(f"bodies row (message {message_id!r}): it cannot be read ({exc})")
+        raise StoreCorrupted(f"bodies row (message {message_id!r}): it cannot be read ({exc})") from exc
 
 
 def _counts(row: BodyRow) -> tuple[int, ...]:

@@ -158,16 +158,15 @@ class MemoryRecorder:
         )
 
     def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
-        stored = self._rows.bodies
-        with self._rows.lock:
-            found = [stored[message_id] for message_id in dict.fromkeys(message_ids) if message_id in stored]
-        return iter(found)
+        return iter(self._found(message_ids))
 
     def contents(self, message_ids: Sequence[str]) -> Iterator[ContentRow]:
+        return iter([(row.message_id, row.tokens, row.body) for row in self._found(message_ids)])
+
+    def _found(self, message_ids: Sequence[str]) -> list[BodyRow]:
         stored = self._rows.bodies
         with self._rows.lock:
-            found = [stored[message_id] for message_id in dict.fromkeys(message_ids) if message_id in stored]
-        return iter([(row.message_id, row.tokens, row.body) for row in found])
+            return [stored[message_id] for message_id in dict.fromkeys(message_ids) if message_id in stored]
 
     def sessions(self) -> list[SessionRow]:
         with self._rows.lock:
