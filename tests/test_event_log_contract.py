@@ -7,7 +7,7 @@ this class of tests is subclassed once per backend to show that they hold on eac
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -32,7 +32,7 @@ from transcript.store.backends import open_backend
 from transcript.store.bodies import prepare
 from transcript.store.log import EventLog
 from transcript.store.port import NewBody, SessionWrite, UnreadableEvent
-from transcript.store.recorder import BodyRow, RecorderWrite, SnapshotRow
+from transcript.store.recorder import RecorderWrite, SnapshotRow
 from transcript.store.verify import check
 from transcript.store.writer import FlagWriter, writer_for
 from transcript.tokens import get_counter
@@ -178,7 +178,7 @@ class EventLogContract(OnBackend):
     ) -> None:
         other = self._second(location)
         message = Message.user("raced", id="r1")
-        racing = _RaceOnFirstRead(log, lambda: append(other, "elsewhere", message))
+        racing = _RaceOnFirstInsert(log, lambda: append(other, "elsewhere", message))
         events, bodies = appended([message])
         (done,) = EventLog(racing).commit([SessionWrite("s", 0, events, bodies)])
         assert done.version == 1 and done.reused == {"r1": bodies["r1"].tokens}
@@ -291,19 +291,19 @@ class EventLogContract(OnBackend):
         reader.close()
 
 
-class _RaceOnFirstRead:
-    """A recorder that lets another writer commit right after the log first reads bodies."""
+class _RaceOnFirstInsert:
+    """A recorder that lets another writer commit right before the log first inserts (after it has
+    prepared its rows, and looked up stored bodies if it does)."""
 
     def __init__(self, log: EventLog, race: Any) -> None:
         self._inner = log.recorder
         self._race = race
 
-    def bodies(self, message_ids: Sequence[str]) -> Iterator[BodyRow]:
-        found = list(self._inner.bodies(message_ids))
+    def insert(self, writes: Sequence[RecorderWrite]) -> Hashable:
         if self._race is not None:
             race, self._race = self._race, None
             race()
-        return iter(found)
+        return self._inner.insert(writes)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

@@ -31,6 +31,11 @@ from transcript import (
     verify,
 )
 from transcript.model import TextPart
+from transcript.model.events import MessageAppended
+from transcript.store.bodies import prepare
+from transcript.store.port import SessionWrite
+from transcript.store.recorder import BodyTaken
+from transcript.tokens import get_counter
 
 
 def _build_conversation() -> list[list[Message]]:
@@ -267,6 +272,20 @@ class SessionContract(OnBackend):
         assert [m.id for m in second.stored_messages()] == ["shared-system"]
         with pytest.raises(DuplicateMessage):
             second.append(again)
+
+    def test_a_commit_expecting_new_bodies_is_refused_whole_when_one_is_stored(self, store: Store) -> None:
+        shared = Message.user("said in another session", id="taken")
+        store.session("other", create=True).append(shared)
+        t = store.session("s", create=True)
+        body = prepare(shared, get_counter("chars/4"))
+        write = SessionWrite(
+            "s", t.version, [MessageAppended(seq=0, message_id="taken", body_hash=body.hash)], {"taken": body}
+        )
+        with pytest.raises(BodyTaken):
+            store.events.commit([write], expect_new=True)
+        assert store.events.head("s")[0] == t.version  # nothing written
+        (done,) = store.events.commit([write])  # looked up: the stored body is the same record
+        assert done.version == t.version + 1 and done.reused == {"taken": body.tokens}
 
     def test_a_served_view_replays_without_drift(self, store: Store) -> None:
         from transcript.session.replay import check_served, timeline

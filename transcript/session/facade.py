@@ -70,6 +70,7 @@ from transcript.store.bodies import counted, prepare
 from transcript.store.location import absent, default_path
 from transcript.store.offloop import off_loop
 from transcript.store.port import EventStore, LogRecord, NewBody, SessionWrite, StoredBody, Written
+from transcript.store.recorder import BodyTaken
 from transcript.tokens import CL100K, TokenCounter, get_counter
 
 if TYPE_CHECKING:
@@ -324,10 +325,15 @@ class Transcript:
             raise InvalidMessage(f"append_turn takes a list of messages, not {type(messages).__name__}")
         items = [prepare(message, self.counter, count=False) for message in messages]
         if self._live.lazy:
-            # One look-up for the whole turn: is any of its ids in the history a lazy open did not read?
-            fresh = [item.message.id for item in items if item.message.id not in self._live.positions]
-            if fresh and self.events.records(fresh):
+            # The history a lazy open did not read may hold one of these ids: the write stores
+            # nothing when a body is already stored, and the turn is then checked against all of it.
+            try:
+                return self._append(items, usage, expect_new=True)
+            except BodyTaken:
                 self._whole()
+        return self._append(items, usage)
+
+    def _append(self, items: list[NewBody], usage: Usage | Any, *, expect_new: bool = False) -> list[Message]:
         live = self._live
         prepared: list[NewBody] = []
         result: list[Message] = []
@@ -353,7 +359,7 @@ class Transcript:
             MessageAppended(seq=first_seq + i, message_id=item.message.id, body_hash=item.hash)
             for i, item in enumerate(prepared)
         ]
-        self._write([*billed, *events], batch)
+        self._write([*billed, *events], batch, expect_new=expect_new)
         return result
 
     @_locked
@@ -1075,11 +1081,14 @@ class Transcript:
             self._cursor = (config.fingerprint(), outcome.cursor)
         return outcome.result
 
-    def _write(self, events: Sequence[Event], bodies: dict[str, NewBody] | None = None) -> int:
-        """Commit events to this session and fold them; returns the new version."""
+    def _write(
+        self, events: Sequence[Event], bodies: dict[str, NewBody] | None = None, *, expect_new: bool = False
+    ) -> int:
+        """Commit events to this session and fold them; returns the new version (`expect_new`: see
+        `EventStore.commit`)."""
         write = SessionWrite(self.session_id, self._live.version, events, bodies or {})
         try:
-            (done,) = self.events.commit([write])
+            (done,) = self.events.commit([write], expect_new=expect_new)
         except ConflictError:
             self._sync(force=True)
             raise

@@ -400,13 +400,21 @@ class EventLog:
     # The one write.
 
     @_serialized
-    def commit(self, writes: Sequence[SessionWrite], *, writer: object = None) -> list[Committed]:
+    def commit(
+        self, writes: Sequence[SessionWrite], *, writer: object = None, expect_new: bool = False
+    ) -> list[Committed]:
         """Append each write's events in one transaction: all of them are stored, or none.
 
         Each `MessageAppended` event (which is the history row: its `seq` and `message_id`) also
         stores its body, from the write's bodies, unless the store already holds it. Raises
         `ConflictError` when a session is not at its expected version, `DuplicateMessage` when an id
         is stored with other content, `WriteRefused` for mutator events without the capability.
+
+        When every appended body is in the write, the first attempt inserts them without looking
+        for stored ones first (the usual append: new messages); a body already stored makes the
+        database refuse the insert, nothing is written, and the commit looks and tries again.
+        `expect_new=True` raises `BodyTaken` there instead: the caller has not read everything it
+        would need to tell a re-append from a new message (a lazy open), and reads it first.
         """
         if not is_writer(writer):
             refuse_mutator_events(writes)
@@ -423,18 +431,20 @@ class EventLog:
         if self.readonly:
             raise StoreReadOnly(f"{self.path} is open read-only; nothing was written")
         recorded_at = _now()
-        for attempt in range(1, _BODY_ATTEMPTS + 1):
+        # Attempt 0 looks up no stored body when the writes carry every body they append.
+        first = 0 if all(_carries_bodies(write) for write in writes) else 1
+        for attempt in range(first, _BODY_ATTEMPTS + 1):
             rows: list[RecorderWrite] = []
             reused: list[dict[str, tuple[int, ...]]] = []
             adding: dict[str, BodyRow] = {}
             for write in writes:
-                row, kept = self._rows(write, recorded_at, adding)
+                row, kept = self._rows(write, recorded_at, adding, look=attempt > 0)
                 rows.append(row)
                 reused.append(kept)
             try:
                 token = self.recorder.insert(rows)
             except BodyTaken:
-                if attempt == _BODY_ATTEMPTS:
+                if attempt == _BODY_ATTEMPTS or (attempt == 0 and expect_new):
                     raise
                 continue
             except ConflictError:
@@ -548,9 +558,10 @@ class EventLog:
         return heads
 
     def _rows(
-        self, write: SessionWrite, recorded_at: str, adding: dict[str, BodyRow]
+        self, write: SessionWrite, recorded_at: str, adding: dict[str, BodyRow], *, look: bool = True
     ) -> tuple[RecorderWrite, dict[str, tuple[int, ...]]]:
-        """One session's write as rows, after the checks: its head, its bodies, its events."""
+        """One session's write as rows, after the checks: its head, its bodies, its events (`look`:
+        whether stored bodies are looked up; else each appended body is taken to be new)."""
         session_id, expected_version, events, bodies, times, snapshot = write
         head = self._heads.get(session_id)
         if head is None or head[0] != expected_version:
@@ -561,7 +572,7 @@ class EventLog:
         appended = [event for event in events if isinstance(event, MessageAppended)]
         try:
             new_bodies, reused, records = (
-                self._new_bodies(appended, bodies, adding) if appended else ([], {}, {})
+                self._new_bodies(appended, bodies, adding, look) if appended else ([], {}, {})
             )
         except DuplicateMessage:
             # The head above may be this process's cached one: another writer may have moved the
@@ -591,7 +602,11 @@ class EventLog:
         return RecorderWrite(session_id, head, new_bodies, rows, kept), reused
 
     def _new_bodies(
-        self, appended: list[MessageAppended], bodies: Mapping[str, NewBody], adding: dict[str, BodyRow]
+        self,
+        appended: list[MessageAppended],
+        bodies: Mapping[str, NewBody],
+        adding: dict[str, BodyRow],
+        look: bool = True,
     ) -> tuple[list[BodyRow], dict[str, tuple[int, ...]], dict[str, str]]:
         """The bodies to store; the stored counts of those the store already has; and the record
         digest of every appended body (its append event carries it into the chain).
@@ -600,8 +615,10 @@ class EventLog:
         commit) must be the very same record: the same message, `created_at` and `metadata`
         included. It is never rewritten, and its stored counts are the ones every session uses.
         """
+        stored: dict[str, BodyRow] = {}
         wanted = [event.message_id for event in appended if event.message_id not in adding]
-        stored: dict[str, BodyRow] = {row.message_id: row for row in self.recorder.bodies(wanted)}
+        if look and wanted:
+            stored.update((row.message_id, row) for row in self.recorder.bodies(wanted))
         stored.update(adding)
         new: list[BodyRow] = []
         reused: dict[str, tuple[int, ...]] = {}
@@ -635,6 +652,12 @@ class EventLog:
             records[event.message_id] = digest
             new.append(row)
         return new, reused, records
+
+
+def _carries_bodies(write: SessionWrite) -> bool:
+    """Whether a write holds the body of every message it appends (a fork's appends name stored ones)."""
+    bodies = write.bodies
+    return all(event.message_id in bodies for event in write.events if isinstance(event, MessageAppended))
 
 
 def _now() -> str:

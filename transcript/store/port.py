@@ -266,8 +266,11 @@ class EventStore(Protocol):
         """What the backend offers beyond the protocol (search, SQL views, guards in the database)."""
         ...
 
-    def commit(self, writes: Sequence[SessionWrite], *, writer: object = None) -> list[Committed]:
-        """Append each write's events in one transaction: all of them are stored, or none."""
+    def commit(
+        self, writes: Sequence[SessionWrite], *, writer: object = None, expect_new: bool = False
+    ) -> list[Committed]:
+        """Append each write's events in one transaction: all of them are stored, or none
+        (`expect_new`: `BodyTaken` when an appended body is already stored)."""
         ...
 
     def head(self, session_id: str) -> tuple[int, str]:
