@@ -1,13 +1,14 @@
 """Resume by snapshot: an open loads the newest snapshot of the fold, folds only what follows it, and
 reads only the bodies the view shows; the rest of the history is read when something needs it.
 
-A snapshot is written after every full round and every `snapshots.EVERY` events (it moves no
-version); a damaged one is named by `verify` and passed over by an open. Fresh processes check that
+A snapshot is written after every full round and every so many events (`snapshots.due`; it moves
+no version); a damaged one is named by `verify` and passed over by an open. Fresh processes check that
 an open from a snapshot and a full fold of the log give the same view, byte for byte.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import subprocess
@@ -213,6 +214,28 @@ class SnapshotBehaviour(OnBackend):
             assert isinstance(store.events, EventLog)
             found = store.events.snapshot("s")
             assert found is not None and found.version >= 10 and t.version - found.version < 10
+
+    def test_periodic_snapshots_are_spaced_by_the_history_s_length(
+        self, location: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Each encodes the whole fold: at a fixed spacing their cost per event would grow with it.
+        monkeypatch.setattr(snapshots, "EVERY", 4)
+        with Store.open(location, tokenizer="chars/4") as store:
+            assert isinstance(store.events, EventLog)
+            t = store.session("s", create=True)
+            written: list[int] = []
+            for index in range(400):
+                t.append(Message.user(f"note {index}"))
+                found = store.events.snapshot("s")
+                if found is not None and (not written or found.version != written[-1]):
+                    written.append(found.version)
+            gaps = [later - earlier for earlier, later in itertools.pairwise(written)]
+            assert len(written) < 400 // 4 // 2 and gaps[-1] >= 300 // snapshots.SPACING
+            assert all(
+                gap >= max(4, version // (snapshots.SPACING + 1))
+                for gap, version in zip(gaps, written, strict=False)
+            )
+            assert t.version - written[-1] < max(4, len(t) // snapshots.SPACING) + 1
 
     def test_a_snapshot_keeps_no_step_start_of_the_excluded_history_but_the_last(self, location: str) -> None:
         with Store.open(location, tokenizer="chars/4") as store:

@@ -1167,13 +1167,15 @@ class Transcript:
         return self._live
 
     def _snapshot(self, *, due: bool = False) -> None:
-        """Store a snapshot of the fold when one is due (after a full round, and every
-        `snapshots.EVERY` events): its own small write, which moves no version. Skipped when another
+        """Store a snapshot of the fold when one is due (after a full round, and every so many
+        events, `snapshots.due`): its own small write, which moves no version. Skipped when another
         writer moved the session on meanwhile, or the fold is one no snapshot may stand for."""
         from transcript.session import snapshots
 
         live = self._live
-        if self.events.readonly or not (due or live.version - self._snapshot_at >= snapshots.EVERY):
+        if self.events.readonly or not (
+            due or snapshots.due(live.version - self._snapshot_at, len(live.entries))
+        ):
             return
         state = snapshots.state_of(live)
         if state is None:
