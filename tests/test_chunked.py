@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from planner import CompactConfig
+from projection.view import Messages, View
 from transcript import Message, Store, ToolCall
 from transcript.model import MessageMarked, TranscriptSnapshot
 from transcript.model.chunked import CHUNK, ChunkCache, Chunked
@@ -199,3 +200,19 @@ def test_rounds_over_many_chunks_leave_what_a_fresh_fold_reads(round_kind: str) 
             assert fresh.messages() == after
             again = fresh.compact(budget_tokens=tokens // 8, shadow=True)
         assert (again.outcome, again.compacted_ids) == (planned.outcome, planned.compacted_ids)
+
+
+def test_a_view_over_chunks_checks_them_unless_a_chunked_sequence_made_them() -> None:
+    messages = [Message.user(f"m{i}", id=f"m{i}") for i in range(2 * CHUNK + 3)]
+    over = View.over(Chunked(messages), source="canonical", tokens=7)
+    assert over == View.of(messages, source="canonical", tokens=7)
+    assert msgspec.structs.replace(over, tokens=8).tokens == 8  # a copy over the same chunks
+    uneven = (tuple(messages[:CHUNK]), tuple(messages[CHUNK : 2 * CHUNK - 1]), tuple(messages[-4:]))
+    with pytest.raises(ValueError, match="every chunk"):
+        View(chunks=uneven, source="canonical", tokens=7)
+    with pytest.raises(ValueError, match="every chunk"):  # chunks a subclass was handed are checked
+        View.over(Messages(uneven), source="canonical", tokens=7)
+    with pytest.raises(ValueError, match="every chunk"):  # and so is a decoded view
+        msgspec.json.decode(
+            msgspec.json.encode({"chunks": uneven, "source": "canonical", "tokens": 7}), type=View
+        )

@@ -135,8 +135,8 @@ class LiveView:
             else:
                 source: ViewSource = "persisted" if self._with_directive else "canonical"
                 diagnostics = (pending_diagnostic(tuple(pending)),) if pending else ()
-                self._cached = View(
-                    chunks=self._frozen.frozen(self._shown).chunks,
+                self._cached = View.over(
+                    self._frozen.frozen(self._shown),
                     source=source,
                     tokens=self._tokens,
                     diagnostics=diagnostics,
