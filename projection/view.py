@@ -10,7 +10,7 @@ with the session's length. `view.messages` reads as one immutable sequence.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
@@ -22,10 +22,10 @@ from transcript.model.chunked import CHUNK, Chunked
 ViewSource: TypeAlias = Literal["persisted", "canonical", "rebuilt", "fallback"]
 
 _ENCODER: Final = msgspec.json.Encoder()
-# The chunks of the view last built over a `Chunked` (`View.over`), which holds every chunk but the
-# last full by construction: a view over them (or a copy of that view) is not checked again. The
-# check walks every chunk, the one part of a live session's new view per turn that grew with the
-# session (~20 µs at 100k messages). Another thread building meanwhile only costs a check.
+# Chunks known to be whole while a view is made of them (`View.over`, `View.with_cache`): the view
+# is not checked again. The check walks every chunk, the one part of a live session's new view per
+# turn that grew with the session (~20 µs at 100k messages). Held only while that view is made (no
+# view's messages are kept alive by it); another thread making one meanwhile only costs a check.
 _CHECKED: tuple[tuple[Message, ...], ...] = ()
 
 
@@ -48,6 +48,16 @@ class Messages(Chunked[Message]):
     def __init__(self, chunks: tuple[tuple[Message, ...], ...]) -> None:
         self._chunks = chunks
         self._len = (len(chunks) - 1) * CHUNK + len(chunks[-1]) if chunks else 0
+
+
+def _unchecked(chunks: tuple[tuple[Message, ...], ...], make: Callable[[], View]) -> View:
+    """`make()`, whose view holds these chunks, known to be whole: they are not checked again."""
+    global _CHECKED
+    _CHECKED = chunks
+    try:
+        return make()
+    finally:
+        _CHECKED = ()
 
 
 def chunked(messages: Sequence[Message]) -> tuple[tuple[Message, ...], ...]:
@@ -88,11 +98,19 @@ class View(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         diagnostics: tuple[Diagnostic, ...] = (),
     ) -> View:
         """A view of messages already in chunks (a live session's, rebuilt only where they changed).
-        A `Chunked` itself (not a subclass, whose chunks may come from elsewhere) made its chunks."""
-        global _CHECKED
-        if type(messages) is Chunked:
-            _CHECKED = messages.chunks
-        return cls(chunks=messages.chunks, source=source, tokens=tokens, diagnostics=diagnostics)
+        A `Chunked` itself (not a subclass, whose chunks may come from elsewhere) made its chunks:
+        they are not checked again."""
+        chunks = messages.chunks
+        if type(messages) is not Chunked:
+            return cls(chunks=chunks, source=source, tokens=tokens, diagnostics=diagnostics)
+        return _unchecked(
+            chunks, lambda: cls(chunks=chunks, source=source, tokens=tokens, diagnostics=diagnostics)
+        )
+
+    def with_cache(self, cache: CacheHint | None) -> View:
+        """This view with its cache hint set (its chunks, checked when it was made, are not checked
+        again)."""
+        return _unchecked(self.chunks, lambda: msgspec.structs.replace(self, cache=cache))
 
     @classmethod
     def of(

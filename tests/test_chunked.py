@@ -202,7 +202,7 @@ def test_rounds_over_many_chunks_leave_what_a_fresh_fold_reads(round_kind: str) 
         assert (again.outcome, again.compacted_ids) == (planned.outcome, planned.compacted_ids)
 
 
-def test_a_view_over_chunks_checks_them_unless_a_chunked_sequence_made_them() -> None:
+def test_a_view_checks_chunks_no_chunked_sequence_made() -> None:
     messages = [Message.user(f"m{i}", id=f"m{i}") for i in range(2 * CHUNK + 3)]
     over = View.over(Chunked(messages), source="canonical", tokens=7)
     assert over == View.of(messages, source="canonical", tokens=7)

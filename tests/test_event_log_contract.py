@@ -185,6 +185,21 @@ class EventLogContract(OnBackend):
         assert len(list(log.recorder.scan_bodies())) == 1
         other.close()
 
+    def test_a_body_stored_meanwhile_after_the_look_up_is_looked_up_again(
+        self, log: EventLog, location: str
+    ) -> None:
+        # The first insert finds "known" taken (stored before), the look-up finds it; before the
+        # second insert another writer stores "raced": the third attempt looks again.
+        other = self._second(location)
+        known, raced = Message.user("stored before", id="k1"), Message.user("raced", id="r1")
+        append(log, "before", known)
+        racing = _RaceOnFirstInsert(log, lambda: append(other, "elsewhere", raced), at=2)
+        events, bodies = appended([known, raced])
+        (done,) = EventLog(racing).commit([SessionWrite("s", 0, events, bodies)])
+        assert done.reused == {"k1": bodies["k1"].tokens, "r1": bodies["r1"].tokens}
+        assert racing.inserts == 3 and len(list(log.recorder.scan_bodies())) == 2
+        other.close()
+
     def test_the_reads_agree(self, log: EventLog) -> None:
         append(log, "s", Message.user("one", id="u1"), Message.assistant("two", id="a1"))
         mutator_write(log, "s", 2, planted([MessageMarked(message_id="u1", truncated=True)]))
@@ -292,15 +307,18 @@ class EventLogContract(OnBackend):
 
 
 class _RaceOnFirstInsert:
-    """A recorder that lets another writer commit right before the log first inserts (after it has
-    prepared its rows, and looked up stored bodies if it does)."""
+    """A recorder that lets another writer commit right before the log's `at`-th insert (after it has
+    prepared its rows, and looked up stored bodies if it does); it counts the inserts."""
 
-    def __init__(self, log: EventLog, race: Any) -> None:
+    def __init__(self, log: EventLog, race: Any, *, at: int = 1) -> None:
         self._inner = log.recorder
         self._race = race
+        self._at = at
+        self.inserts = 0
 
     def insert(self, writes: Sequence[RecorderWrite]) -> Hashable:
-        if self._race is not None:
+        self.inserts += 1
+        if self._race is not None and self.inserts == self._at:
             race, self._race = self._race, None
             race()
         return self._inner.insert(writes)

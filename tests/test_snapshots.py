@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from planner import CompactConfig
 from tests.backends import MEMORY, POSTGRES, SQLITE_FILE, SQLITE_MEMORY, OnBackend
-from transcript import ConflictError, Message, Store, ToolCall, Transcript, verify
+from transcript import ConflictError, InvalidMessage, Message, Store, ToolCall, Transcript, Usage, verify
 from transcript.model import hashing
 from transcript.model.hashing import snapshot_digest
 from transcript.session import snapshots
@@ -135,6 +135,39 @@ class SnapshotBehaviour(OnBackend):
             t = store.session("s")
             version = t.version
             assert t.append(old) == old and t.version == version
+
+    def test_re_appending_old_results_calls_and_billed_turns_after_a_lazy_open_is_as_after_a_full_one(
+        self, location: str
+    ) -> None:
+        # The checks before the write (pairing, usage) see only what the lazy open read: a turn they
+        # refuse is checked again against the whole history.
+        with Store.open(location, tokenizer="chars/4") as store:
+            t = _compacted(store)
+            entries = t.messages().entries
+            result = next(e.message for e in entries if e.flags.excluded and e.message.role == "tool")
+            call = next(
+                e.message
+                for e in entries
+                if e.flags.excluded
+                and any(c.id == result.tool_results[0].call_id for c in e.message.tool_calls)
+            )
+            user = next(e.message for e in entries if e.flags.excluded and e.message.role == "user")
+            t.record_usage(Usage(input_tokens=100, output_tokens=10))
+        fresh = Message.user("after the old ones")
+        for turn, usage, added in (
+            ([result], None, 0),
+            ([call, result, fresh], None, 1),
+            ([user], Usage(input_tokens=100, output_tokens=10), 0),
+        ):
+            with Store.open(location, tokenizer="chars/4") as store:
+                t = store.session("s")
+                version = t.version
+                assert t.append_turn(turn, usage=usage) == turn and t.version == version + added
+        with (
+            Store.open(location, tokenizer="chars/4") as store,
+            pytest.raises(InvalidMessage, match="not pending"),  # still refused when it is wrong
+        ):
+            store.session("s").append(Message.tool_result("c-none", "orphan"))
 
     def test_a_lazy_append_of_new_messages_looks_no_body_up(self, location: str) -> None:
         with Store.open(location, tokenizer="chars/4") as store:

@@ -326,10 +326,16 @@ class Transcript:
         items = [prepare(message, self.counter, count=False) for message in messages]
         if self._live.lazy:
             # The history a lazy open did not read may hold one of these ids: the write stores
-            # nothing when a body is already stored, and the turn is then checked against all of it.
+            # nothing when a body is already stored, and the turn is then checked against all of it
+            # (as it is when the checks before the write refuse it: an old tool result re-appended
+            # answers no pending call, an old turn's usage is already recorded).
             try:
                 return self._append(items, usage, expect_new=True)
             except BodyTaken:
+                self._whole()
+            except (InvalidMessage, InvalidArgument):
+                if all(item.message.id in self._live.positions for item in items):
+                    raise
                 self._whole()
         return self._append(items, usage)
 
@@ -557,7 +563,7 @@ class Transcript:
                 continue
             self._live.rendered.recorded(version)
             hint = self._live.cache_hint(view, served)
-            return view if hint is None else msgspec.structs.replace(view, cache=hint)
+            return view if hint is None else view.with_cache(hint)
         raise ConflictError(f"session {self.session_id!r} kept changing while its view was being recorded")
 
     @_locked
@@ -1088,7 +1094,14 @@ class Transcript:
         `EventStore.commit`)."""
         write = SessionWrite(self.session_id, self._live.version, events, bodies or {})
         try:
-            (done,) = self.events.commit([write], expect_new=expect_new)
+            # (`expect_new` given only when asked: an `EventStore` of an older release lacks it.)
+            options = {"expect_new": True} if expect_new else {}
+            (done,) = self.events.commit([write], **options)
+        except BodyTaken:
+            if expect_new:
+                raise  # nothing was written: the caller reads the whole log, which catches up too
+            self._sync(force=True)
+            raise
         except ConflictError:
             self._sync(force=True)
             raise

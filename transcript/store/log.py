@@ -413,8 +413,10 @@ class EventLog:
         When every appended body is in the write, the first attempt inserts them without looking
         for stored ones first (the usual append: new messages); a body already stored makes the
         database refuse the insert, nothing is written, and the commit looks and tries again.
-        `expect_new=True` raises `BodyTaken` there instead: the caller has not read everything it
-        would need to tell a re-append from a new message (a lazy open), and reads it first.
+        `expect_new=True` raises `BodyTaken` there instead (whether the stored record is the same
+        or another; it has no effect on a write that appends a body it does not carry): the caller
+        has not read everything it would need to tell a re-append from a new message (a lazy
+        open), and reads it first.
         """
         if not is_writer(writer):
             refuse_mutator_events(writes)

@@ -270,7 +270,8 @@ class EventStore(Protocol):
         self, writes: Sequence[SessionWrite], *, writer: object = None, expect_new: bool = False
     ) -> list[Committed]:
         """Append each write's events in one transaction: all of them are stored, or none
-        (`expect_new`: `BodyTaken` when an appended body is already stored)."""
+        (`expect_new`, for writes that carry every body they append: `BodyTaken`, and nothing
+        written, when one of those bodies is already stored, with the same record or another)."""
         ...
 
     def head(self, session_id: str) -> tuple[int, str]:
