@@ -1097,13 +1097,10 @@ class Transcript:
             # (`expect_new` given only when asked: an `EventStore` of an older release lacks it.)
             options = {"expect_new": True} if expect_new else {}
             (done,) = self.events.commit([write], **options)
-        except BodyTaken:
-            if expect_new:
-                raise  # nothing was written: the caller reads the whole log, which catches up too
-            self._sync(force=True)
-            raise
-        except ConflictError:
-            self._sync(force=True)
+        except ConflictError as exc:
+            # (An expected `BodyTaken` wrote nothing: the caller reads the whole log, which catches up.)
+            if not (expect_new and isinstance(exc, BodyTaken)):
+                self._sync(force=True)
             raise
         written = Written.of(write, done)
         self._fold(written.versioned(), written.bodies, written.token)
