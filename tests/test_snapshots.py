@@ -248,6 +248,53 @@ class SnapshotBehaviour(OnBackend):
             found = store.events.snapshot("s")
             assert found is not None and found.version >= 10 and t.version - found.version < 10
 
+    def test_a_close_writes_a_snapshot_once_the_session_moved_well_past_the_last(
+        self, location: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(snapshots, "CLOSE_EVERY", 6)
+        with Store.open(location, tokenizer="chars/4") as store:
+            assert isinstance(store.events, EventLog)
+            t = store.session("s")
+            t.append(Message.user("go"))
+            _grow(t, 2)  # 5 events: fewer than CLOSE_EVERY, no snapshot at close
+            t.close()
+            assert store.events.snapshot("s") is None
+            t = store.session("s")
+            _grow(t, 1, start=2)  # 7 events
+            state = _state(t)
+            t.close()
+            found = store.events.snapshot("s")
+            assert found is not None and found.version == t.version == 7
+            again = store.session("s")
+            assert _state(again) == state
+            again.close()  # nothing new since: nothing written
+            assert store.events.snapshot("s") == found
+
+    def test_a_close_that_cannot_write_its_snapshot_writes_nothing_and_closes(
+        self, location: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(snapshots, "CLOSE_EVERY", 2)
+        with (
+            Store.open(location, tokenizer="chars/4") as one,
+            Store.open(location, tokenizer="chars/4") as two,
+        ):
+            assert isinstance(one.events, EventLog)
+            first = one.session("s")
+            _grow(first, 2)
+            second = two.session("s")
+            second.append(Message.user("moved on"))
+            first.close()  # behind the other writer: its snapshot would stand for an old version
+            assert one.events.snapshot("s") is None
+            with Store.open(location, tokenizer="chars/4", readonly=True) as reader:
+                assert isinstance(reader.events, EventLog)
+                reader.session("s").close()  # a read-only store writes no snapshot
+                assert reader.events.snapshot("s") is None and len(reader.session("s")) == 5
+            third = one.session("s")
+            state = _state(third)
+        third.close()  # its store is closed (or, in memory, still there): the close goes on
+        with Store.open(location, tokenizer="chars/4") as store:
+            assert _state(store.session("s")) == state
+
     def test_periodic_snapshots_are_spaced_by_the_history_s_length(
         self, location: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -257,9 +257,18 @@ class Transcript:
         return cls(events, session_id, **settings)
 
     def close(self) -> None:
-        """Close the file if this transcript opened it. Every append is already committed."""
-        if self._owns_store:
-            self.events.close()
+        """Close the file if this transcript opened it. Every append is already committed.
+
+        When the session has moved on well past its newest snapshot (`snapshots.due_at_close`), a
+        snapshot is written first, so the next open folds only what was added after this close. It
+        is only a cache of the log: when it cannot be written (another writer moved the session on,
+        the store is read-only or already closed) nothing is written and the close goes on."""
+        with self._lock:
+            # (A closed or failing store: the snapshot is not needed, the log is whole.)
+            with contextlib.suppress(TranscriptError):
+                self._snapshot(closing=True)
+            if self._owns_store:
+                self.events.close()
 
     def __enter__(self) -> Transcript:
         return self
@@ -1176,15 +1185,17 @@ class Transcript:
             self._load(whole=True)
         return self._live
 
-    def _snapshot(self, *, due: bool = False) -> None:
-        """Store a snapshot of the fold when one is due (after a full round, and every so many
-        events, `snapshots.due`): its own small write, which moves no version. Skipped when another
-        writer moved the session on meanwhile, or the fold is one no snapshot may stand for."""
+    def _snapshot(self, *, due: bool = False, closing: bool = False) -> None:
+        """Store a snapshot of the fold when one is due (after a full round, every so many events,
+        `snapshots.due`, and at a close, `snapshots.due_at_close`): its own small write, which moves
+        no version. Skipped when another writer moved the session on meanwhile, or the fold is one no
+        snapshot may stand for."""
         from transcript.session import snapshots
 
         live = self._live
+        since, history = live.version - self._snapshot_at, len(live.entries)
         if self.events.readonly or not (
-            due or snapshots.due(live.version - self._snapshot_at, len(live.entries))
+            due or (snapshots.due_at_close if closing else snapshots.due)(since, history)
         ):
             return
         state = snapshots.state_of(live)
