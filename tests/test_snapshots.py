@@ -269,6 +269,12 @@ class SnapshotBehaviour(OnBackend):
             assert _state(again) == state
             again.close()  # nothing new since: nothing written
             assert store.events.snapshot("s") == found
+            t = store.session("s")
+            _grow(t, 3, start=3)  # 13 events, the transcript still in use when the store closes
+        with Store.open(location, tokenizer="chars/4") as store:  # closing the store closed it
+            assert isinstance(store.events, EventLog)
+            found = store.events.snapshot("s")
+            assert found is not None and found.version == 13
 
     def test_a_close_that_cannot_write_its_snapshot_writes_nothing_and_closes(
         self, location: str, monkeypatch: pytest.MonkeyPatch

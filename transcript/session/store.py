@@ -7,6 +7,7 @@ Writes of marks and compaction records (restore, fork) go through `mutate`, the 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ class Store:
         self.events = events
         self.tokenizer = tokenizer
         self._counter: TokenCounter | None = None
+        # The transcripts `session()` handed out and still in use: closing the store closes them first.
+        self._sessions: weakref.WeakSet[Transcript] = weakref.WeakSet()
 
     @classmethod
     def open(
@@ -77,7 +80,11 @@ class Store:
         return self._counter
 
     def close(self) -> None:
-        """Close the file. Committed work is already durable; nothing else is pending."""
+        """Close the file. Committed work is already durable; nothing else is pending. The
+        transcripts `session()` handed out are closed first (`Transcript.close`: each writes the
+        snapshot that is due at a close)."""
+        for transcript in list(self._sessions):
+            transcript.close()
         self.events.close()
 
     def __enter__(self) -> Store:
@@ -152,7 +159,11 @@ class Store:
         `settings` go to `Transcript` (`config`, `summarizer`, `reinject`, `provider`).
         """
         check_settings(**settings)
-        return Transcript.attach(self.events, session_id, create=create, tokenizer=self.tokenizer, **settings)
+        transcript = Transcript.attach(
+            self.events, session_id, create=create, tokenizer=self.tokenizer, **settings
+        )
+        self._sessions.add(transcript)
+        return transcript
 
     def import_file(
         self, path: str | Path, format: str = "auto", *, as_id: str | None = None, prefix: str = ""
