@@ -26,6 +26,7 @@ from transcript.model import hashing
 from transcript.model.hashing import snapshot_digest
 from transcript.session import snapshots
 from transcript.store.log import EventLog
+from transcript.store.port import Committed, SessionWrite
 from transcript.store.recorder import BodyRow, ContentRow, RecorderWrite, SnapshotRow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -336,6 +337,52 @@ class SnapshotBehaviour(OnBackend):
         starts = [seq for seq in whole.step_starts if seq < state.history]  # as of the snapshot
         before = [seq for seq in starts if seq <= end]
         assert len(before) > 1 and list(state.step_starts) == [before[-1], *(s for s in starts if s > end)]
+
+    def test_a_long_import_writes_a_snapshot_at_each_session_s_new_head(
+        self, location: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # A recorded compaction (marks and a summary) and a file of three sessions, each longer
+        # than CLOSE_EVERY events; the small one stays under it.
+        monkeypatch.setattr(snapshots, "CLOSE_EVERY", 30)
+        compacted = ROOT / "fixtures/formats/claude-code/compact_boundary_2.1.14_entire.jsonl"
+        several = ROOT / "fixtures/corpus/openhands_multiswe_ponyc_output.jsonl"
+        with Store.open(location, tokenizer="chars/4") as store:
+            assert isinstance(store.events, EventLog)
+            reports = [store.import_file(several), store.import_file(compacted, as_id="c")]
+            imported = {s.session_id: store.head(s.session_id)[0] for r in reports for s in r.sessions}
+            found = {sid: store.events.snapshot(sid) for sid in imported}
+            for sid, version in imported.items():
+                snapshot = found[sid]
+                assert (snapshot is not None) is (version >= 30), sid
+                assert snapshot is None or snapshot.version == version
+            store.import_file(several)  # nothing new: nothing written
+            assert {sid: store.events.snapshot(sid) for sid in imported} == found
+        if self.backend.durable or self.backend is MEMORY:
+            assert verify(location).ok  # (it checks each snapshot against a full fold)
+        with Store.open(location, tokenizer="chars/4") as store:
+            lazy = {sid: _state(store.session(sid)) for sid in imported}
+        monkeypatch.setattr(snapshots, "decode", lambda payload: None)  # every open folds the whole log
+        with Store.open(location, tokenizer="chars/4") as store:
+            assert lazy == {sid: _state(store.session(sid)) for sid in imported}
+
+    def test_an_import_whose_snapshot_cannot_be_written_stands(
+        self, location: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(snapshots, "CLOSE_EVERY", 30)
+        with Store.open(location, tokenizer="chars/4") as store:
+            assert isinstance(store.events, EventLog)
+            commit = store.events.commit
+
+            def moved_on(writes: Sequence[SessionWrite], **options: object) -> list[Committed]:
+                if any(write.snapshot is not None for write in writes):
+                    raise ConflictError("another writer moved the session on")
+                return commit(writes, **options)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(store.events, "commit", moved_on)
+            report = store.import_file(ROOT / "fixtures/corpus/openhands_multiswe_ponyc_output.jsonl")
+            assert report.messages == 221
+            assert all(store.events.snapshot(s.session_id) is None for s in report.sessions)
+            assert [len(store.session(s.session_id)) for s in report.sessions] == [49, 70, 102]
 
     def test_a_snapshot_of_an_older_format_is_passed_over_by_an_open_and_by_verify(
         self, location: str

@@ -11,6 +11,7 @@ the end of the file then gives way to the real result: it is excluded from the v
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,13 +21,13 @@ import msgspec
 
 from transcript.formats import detect_format, parse
 from transcript.formats.base import ParsedSession, Repair
-from transcript.model.errors import ConflictError, InvalidArgument, InvalidMessage
+from transcript.model.errors import ConflictError, InvalidArgument, InvalidMessage, TranscriptError
 from transcript.model.events import Event, SessionStarted
 from transcript.model.ids import check_session_id
 from transcript.model.message import Message
 from transcript.session.fold import LiveSession
 from transcript.store.bodies import prepare
-from transcript.store.port import EventStore, NewBody, SessionWrite
+from transcript.store.port import EventStore, NewBody, SessionWrite, Written
 from transcript.tokens import TokenCounter
 
 
@@ -144,14 +145,16 @@ def import_sessions(
     """Store parsed sessions together; returns a report per session."""
     seen: set[str] = set()
     writes: list[SessionWrite] = []
+    folds: list[LiveSession] = []
     reports: list[SessionReport] = []
     for session in parsed:
         check_session_id(session.session_id)
         if session.session_id in seen:
             raise InvalidMessage(f"{source}: session id {session.session_id!r} appears twice in one import")
         seen.add(session.session_id)
-        write, appended, superseded, session = _plan_session(store, counter, session, source)
+        write, appended, superseded, session, live = _plan_session(store, counter, session, source)
         writes.append(write)
+        folds.append(live)
         reports.append(
             SessionReport(
                 session_id=session.session_id,
@@ -170,15 +173,36 @@ def import_sessions(
         )
     from mutate.imported import commit_import
 
-    commit_import(store, writes)
+    committed = commit_import(store, writes)
+    for write, done, live in zip(writes, committed, folds, strict=True):
+        _snapshot(store, live, Written.of(write, done))
     return reports
+
+
+def _snapshot(store: EventStore, live: LiveSession, written: Written) -> None:
+    """After a long import, a snapshot of the session at its new head (as a close writes one), so
+    the first open of what was imported folds nothing and reads only the bodies its view shows (a
+    read-only open cannot write one itself). It is a cache of the log: when it cannot be written
+    (another writer moved the session on meanwhile) the import stands as it is."""
+    from transcript.session import snapshots
+
+    with contextlib.suppress(TranscriptError):
+        for version, event in written.versioned():
+            live.apply(version, event, written.bodies)
+        if not snapshots.due_at_close(len(written.events), len(live.entries)):
+            return
+        state = snapshots.state_of(live)
+        if state is not None:
+            snapshot = snapshots.encode(state)
+            store.commit([SessionWrite(written.session_id, written.version, (), {}, snapshot=snapshot)])
 
 
 def _plan_session(
     store: EventStore, counter: TokenCounter, session: ParsedSession, source: str
-) -> tuple[SessionWrite, int, tuple[str, ...], ParsedSession]:
+) -> tuple[SessionWrite, int, tuple[str, ...], ParsedSession, LiveSession]:
     """The write that brings the stored session up to the parsed one, how many messages it adds, the
-    stored synthetic results it supersedes, and the session as stored (its ids in its namespace)."""
+    stored synthetic results it supersedes, the session as stored (its ids in its namespace), and
+    the stored session's fold (before the write)."""
     from mutate.imported import Boundary, import_events
 
     loaded = store.load(session.session_id)
@@ -233,7 +257,7 @@ def _plan_session(
         )
     )
     write = SessionWrite(session.session_id, loaded.version, events, prepared)
-    return write, len(prepared), tuple(message.id for message in superseded), session
+    return write, len(prepared), tuple(message.id for message in superseded), session, live
 
 
 def import_title(session: ParsedSession) -> str | None:
