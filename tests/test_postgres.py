@@ -14,6 +14,7 @@ from tests.pgserver import Cluster
 from tests.test_recorder_contract import appends
 from transcript import (
     ConflictError,
+    DuplicateMessage,
     InvalidArgument,
     Message,
     SchemaError,
@@ -283,3 +284,24 @@ def test_a_schema_from_before_snapshots_is_read_as_is_and_migrated_by_a_writer(
     with _raw(postgres_cluster) as conn:
         assert pgschema.applied(conn, schema_name) == list(pgschema.KNOWN)
     assert verify(location).ok
+
+
+def test_a_body_already_stored_costs_the_server_no_error(location: str, postgres_cluster: Cluster) -> None:
+    # An append takes its bodies to be new; one already stored (shared with another session, or
+    # a re-append after a lazy open) is told by the insert that stores nothing, not by a failed
+    # statement that the server would log as an error each time.
+    log = postgres_cluster.root / "log"
+    start = log.stat().st_size
+    shared = Message.user("said in both sessions", id="shared")
+    with Store.open(location, tokenizer="chars/4") as store:
+        store.session("one", create=True).append(shared)
+        two = store.session("two", create=True)
+        assert two.append(shared) == shared  # stored once, appended to both
+        assert [m.id for m in two.stored_messages()] == ["shared"]
+        with pytest.raises(DuplicateMessage):
+            two.append(Message.user("other words", id="shared"))
+        assert len(two) == 1
+    with log.open("rb") as text:
+        text.seek(start)
+        written = text.read().decode("utf-8", "replace")
+    assert "bodies_message_id_key" not in written and "duplicate key" not in written

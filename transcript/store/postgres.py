@@ -473,19 +473,20 @@ class PostgresRecorder:
             )
         with conn.cursor() as cursor:
             if bodies:
-                try:
-                    cursor.executemany(
-                        "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body, digest) "
-                        "VALUES (%s, %s, %s, %s, %s, %s)",
-                        [
-                            (b.message_id, b.hash, b.tokenizer, _text(b.tokens), _text(b.body), b.digest)
-                            for b in bodies
-                        ],
-                    )
-                except psycopg.errors.UniqueViolation:
-                    raise BodyTaken(
-                        f"session {session_id!r}: a body was stored by another writer meanwhile"
-                    ) from None
+                # A taken id stores nothing (no row back) rather than failing the statement, so the
+                # server logs no error for what the log's commit expects and handles (a re-append,
+                # a re-import): it is told by the rows that come back, and the write rolls back.
+                cursor.executemany(
+                    "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body, digest) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (message_id) DO NOTHING RETURNING id",
+                    [
+                        (b.message_id, b.hash, b.tokenizer, _text(b.tokens), _text(b.body), b.digest)
+                        for b in bodies
+                    ],
+                    returning=True,
+                )
+                if _returned(cursor) != len(bodies):
+                    raise BodyTaken(f"session {session_id!r}: a body was stored by another writer meanwhile")
             try:
                 cursor.executemany(
                     "INSERT INTO events "
@@ -572,3 +573,12 @@ def _ended_between(before: str, after: str) -> set[int] | None:
 def _text(value: bytes | str) -> str:
     """JSON as the text column stores it (the UTF-8 bytes the hashes cover, decoded)."""
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _returned(cursor: psycopg.Cursor[tuple[Any, ...]]) -> int:
+    """How many rows the statements of an `executemany(..., returning=True)` gave back, in all."""
+    count = 0
+    while True:
+        count += len(cursor.fetchall())
+        if not cursor.nextset():
+            return count
