@@ -24,8 +24,23 @@ DEFAULT_PROTECTED_TOOLS: Final = ("Agent", "Task", "AskUserQuestion", "goal", "T
 
 def _check_types(config: msgspec.Struct) -> None:
     """Every field of the type it declares (a float field takes an int; a tuple field any sequence),
-    and every number finite: a config is plain data, checked when it is built."""
-    for name, kind in _field_types(type(config)):
+    and every number finite: a config is plain data, checked when it is built. A field left at its
+    declared default (the very object) is of its type already (a test checks every default), so a
+    config of defaults resolves no annotation: the first one of a process is built in microseconds,
+    not the millisecond that resolving them takes."""
+    cls = type(config)
+    names, defaults = cls.__struct_fields__, cls.__struct_defaults__
+    first_default = len(names) - len(defaults)
+    given = {
+        name
+        for index, name in enumerate(names)
+        if index < first_default or getattr(config, name) is not defaults[index - first_default]
+    }
+    if not given:
+        return
+    for name, kind in _field_types(cls):
+        if name not in given:
+            continue
         value = getattr(config, name)
         try:
             converted = msgspec.convert(value, kind)

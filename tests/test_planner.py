@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 
 from planner import (
@@ -14,6 +16,7 @@ from planner import (
     plan_micro,
     stale_boundary,
 )
+from planner.config import InvalidConfig, _field_types
 from transcript import Message, Store, ToolCall, Transcript
 from transcript.model import ImagePart, TextPart
 
@@ -83,6 +86,27 @@ def test_smart_compact_is_accepted_deprecated_and_off() -> None:
 def test_bad_config_data_is_refused(data: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="invalid compaction config"):
         CompactConfig.from_mapping(data)
+
+
+def test_every_default_is_of_its_declared_type_so_a_config_of_defaults_needs_no_check() -> None:
+    # `CompactConfig` checks only the fields given other than their defaults (the annotations are
+    # resolved for those alone): each default must already be what the check would make of it.
+
+    for name, kind in _field_types(CompactConfig):
+        default = getattr(CompactConfig(), name)
+        converted = msgspec.convert(default, kind)
+        assert converted == default and type(converted) is type(default), name
+        assert not isinstance(default, float) or math.isfinite(default), name
+
+
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [({"excerpt_lines": "6"}, "excerpt_lines"), ({"payback_confidence": math.nan}, "finite")],
+)
+def test_a_value_given_is_still_checked_and_converted(given: dict[str, object], error: str) -> None:
+    with pytest.raises(InvalidConfig, match=error):
+        CompactConfig(**given)  # type: ignore[arg-type]
+    assert type(CompactConfig(payback_confidence=1).payback_confidence) is float  # converted
 
 
 def test_the_last_three_steps_are_never_planned(session: Transcript) -> None:
