@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -25,6 +26,7 @@ from transcript import ConflictError, InvalidMessage, Message, Store, ToolCall, 
 from transcript.model import hashing
 from transcript.model.hashing import snapshot_digest
 from transcript.session import snapshots
+from transcript.session.importing import read_file, renamed, store_parsed
 from transcript.store.log import EventLog
 from transcript.store.port import Committed, SessionWrite
 from transcript.store.recorder import BodyRow, ContentRow, RecorderWrite, SnapshotRow
@@ -364,6 +366,38 @@ class SnapshotBehaviour(OnBackend):
         monkeypatch.setattr(snapshots, "decode", lambda payload: None)  # every open folds the whole log
         with Store.open(location, tokenizer="chars/4") as store:
             assert lazy == {sid: _state(store.session(sid)) for sid in imported}
+
+    def test_an_import_that_appends_to_a_stored_session_snapshots_its_new_head(
+        self, location: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # The recording kept growing: a prefix was imported (with the agent's compaction, or
+        # before it), then the whole file; the snapshot folds the stored session and what was added.
+        monkeypatch.setattr(snapshots, "CLOSE_EVERY", 3)
+        files = (
+            ROOT / "fixtures/formats/claude-code/compact_boundary_2.1.14_entire.jsonl",
+            ROOT / "fixtures/corpus/openhands_multiswe_ponyc_output.jsonl",
+        )
+        with Store.open(location, tokenizer="chars/4") as store:
+            assert isinstance(store.events, EventLog)
+            for cut in (4, 7):
+                for path in files:
+                    name, whole = read_file(path)
+                    parsed = renamed(whole, prefix=f"cut{cut}-")
+                    prefix = [msgspec.structs.replace(p, messages=p.messages[:cut]) for p in parsed]
+                    store_parsed(store.events, store.counter, path, name, prefix)
+                    grown = store_parsed(store.events, store.counter, path, name, parsed)
+                    for report in grown.sessions:
+                        found = store.events.snapshot(report.session_id)
+                        assert found is not None and found.version == store.head(report.session_id)[0]
+            sessions = [s.session_id for s in store.sessions()]
+        assert len(sessions) == 8
+        if self.backend.durable or self.backend is MEMORY:
+            assert verify(location).ok  # (it checks each snapshot against a full fold)
+        with Store.open(location, tokenizer="chars/4") as store:
+            lazy = {sid: _state(store.session(sid)) for sid in sessions}
+        monkeypatch.setattr(snapshots, "decode", lambda payload: None)  # every open folds the whole log
+        with Store.open(location, tokenizer="chars/4") as store:
+            assert lazy == {sid: _state(store.session(sid)) for sid in sessions}
 
     def test_an_import_whose_snapshot_cannot_be_written_stands(
         self, location: str, monkeypatch: pytest.MonkeyPatch

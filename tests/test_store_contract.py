@@ -287,6 +287,26 @@ class SessionContract(OnBackend):
         (done,) = store.events.commit([write])  # looked up: the stored body is the same record
         assert done.version == t.version + 1 and done.reused == {"taken": body.tokens}
 
+    def test_a_commit_expecting_new_bodies_stores_none_of_them_when_one_is_taken(self, store: Store) -> None:
+        taken = Message.user("said in another session", id="taken")
+        store.session("other", create=True).append(taken)
+        t = store.session("s", create=True)
+        counter = get_counter("chars/4")
+        bodies = [
+            prepare(m, counter)
+            for m in (Message.user("one", id="new-1"), taken, Message.user("two", id="new-2"))
+        ]
+        events = [
+            MessageAppended(seq=n, message_id=b.message.id, body_hash=b.hash) for n, b in enumerate(bodies)
+        ]
+        write = SessionWrite("s", t.version, events, {b.message.id: b for b in bodies})
+        with pytest.raises(BodyTaken):
+            store.events.commit([write], expect_new=True)
+        assert store.events.head("s")[0] == t.version
+        assert store.events.bodies(["new-1", "new-2"]) == {}  # the new ones were not stored either
+        (done,) = store.events.commit([write])
+        assert done.reused == {"taken": bodies[1].tokens} and len(store.session("s")) == 3
+
     def test_a_served_view_replays_without_drift(self, store: Store) -> None:
         from transcript.session.replay import check_served, timeline
 

@@ -145,7 +145,7 @@ def import_sessions(
     """Store parsed sessions together; returns a report per session."""
     seen: set[str] = set()
     writes: list[SessionWrite] = []
-    folds: list[LiveSession] = []
+    folds: list[LiveSession | None] = []  # the fold of each session a snapshot is due for
     reports: list[SessionReport] = []
     for session in parsed:
         check_session_id(session.session_id)
@@ -154,7 +154,7 @@ def import_sessions(
         seen.add(session.session_id)
         write, appended, superseded, session, live = _plan_session(store, counter, session, source)
         writes.append(write)
-        folds.append(live)
+        folds.append(live if _snapshot_due(live, write, appended) else None)
         reports.append(
             SessionReport(
                 session_id=session.session_id,
@@ -174,27 +174,36 @@ def import_sessions(
     from mutate.imported import commit_import
 
     committed = commit_import(store, writes)
-    for write, done, live in zip(writes, committed, folds, strict=True):
-        _snapshot(store, live, Written.of(write, done))
+    for write, done, fold in zip(writes, committed, folds, strict=True):
+        if fold is not None:
+            _snapshot(store, fold, Written.of(write, done))
     return reports
+
+
+def _snapshot_due(live: LiveSession, write: SessionWrite, appended: int) -> bool:
+    """Whether an import's write adds enough to a session for a snapshot at its new head: as many
+    events as a close needs (`snapshots.due_at_close`), counted from the import alone (a session
+    already far past its newest snapshot gets one at its next close)."""
+    from transcript.session import snapshots
+
+    return snapshots.due_at_close(len(write.events), len(live.entries) + appended)
 
 
 def _snapshot(store: EventStore, live: LiveSession, written: Written) -> None:
     """After a long import, a snapshot of the session at its new head (as a close writes one), so
     the first open of what was imported folds nothing and reads only the bodies its view shows (a
-    read-only open cannot write one itself). It is a cache of the log: when it cannot be written
-    (another writer moved the session on meanwhile) the import stands as it is."""
+    read-only open cannot write one itself): the fold the import planned against, with what it
+    wrote folded in. It is a cache of the log: when the store does not take it (another writer
+    moved the session on meanwhile) the import stands as it is."""
     from transcript.session import snapshots
 
-    with contextlib.suppress(TranscriptError):
-        for version, event in written.versioned():
-            live.apply(version, event, written.bodies)
-        if not snapshots.due_at_close(len(written.events), len(live.entries)):
-            return
-        state = snapshots.state_of(live)
-        if state is not None:
-            snapshot = snapshots.encode(state)
-            store.commit([SessionWrite(written.session_id, written.version, (), {}, snapshot=snapshot)])
+    for version, event in written.versioned():
+        live.apply(version, event, written.bodies)
+    state = snapshots.state_of(live)
+    if state is not None:
+        snapshot = SessionWrite(written.session_id, written.version, (), {}, snapshot=snapshots.encode(state))
+        with contextlib.suppress(TranscriptError):
+            store.commit([snapshot])
 
 
 def _plan_session(

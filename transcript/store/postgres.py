@@ -389,7 +389,9 @@ class PostgresRecorder:
         committing = False
         try:
             with pgconnect.translated("writing to the store", secret):
-                conn.execute("BEGIN")
+                # Read committed whatever the server's default: a body another writer committed
+                # meanwhile is then a taken id to look up (below), not a serialization failure.
+                conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
                 for write in writes:
                     self._insert(conn, write)
                 # Taken before the commit: a worker's commit that lands after it changes the token.
@@ -478,7 +480,7 @@ class PostgresRecorder:
                 # a re-import): it is told by the rows that come back, and the write rolls back.
                 cursor.executemany(
                     "INSERT INTO bodies (message_id, hash, tokenizer, tokens, body, digest) "
-                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (message_id) DO NOTHING RETURNING id",
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (message_id) DO NOTHING RETURNING 1",
                     [
                         (b.message_id, b.hash, b.tokenizer, _text(b.tokens), _text(b.body), b.digest)
                         for b in bodies
