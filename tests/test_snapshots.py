@@ -359,13 +359,7 @@ class SnapshotBehaviour(OnBackend):
                 assert snapshot is None or snapshot.version == version
             store.import_file(several)  # nothing new: nothing written
             assert {sid: store.events.snapshot(sid) for sid in imported} == found
-        if self.backend.durable or self.backend is MEMORY:
-            assert verify(location).ok  # (it checks each snapshot against a full fold)
-        with Store.open(location, tokenizer="chars/4") as store:
-            lazy = {sid: _state(store.session(sid)) for sid in imported}
-        monkeypatch.setattr(snapshots, "decode", lambda payload: None)  # every open folds the whole log
-        with Store.open(location, tokenizer="chars/4") as store:
-            assert lazy == {sid: _state(store.session(sid)) for sid in imported}
+        self._snapshots_agree_with_whole_folds(location, list(imported), monkeypatch)
 
     def test_an_import_that_appends_to_a_stored_session_snapshots_its_new_head(
         self, location: str, monkeypatch: pytest.MonkeyPatch
@@ -391,8 +385,15 @@ class SnapshotBehaviour(OnBackend):
                         assert found is not None and found.version == store.head(report.session_id)[0]
             sessions = [s.session_id for s in store.sessions()]
         assert len(sessions) == 8
+        self._snapshots_agree_with_whole_folds(location, sessions, monkeypatch)
+
+    def _snapshots_agree_with_whole_folds(
+        self, location: str, sessions: list[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """`verify` passes (it checks each snapshot against a full fold), and opens from the
+        snapshots give every session the state a fold of its whole log gives."""
         if self.backend.durable or self.backend is MEMORY:
-            assert verify(location).ok  # (it checks each snapshot against a full fold)
+            assert verify(location).ok
         with Store.open(location, tokenizer="chars/4") as store:
             lazy = {sid: _state(store.session(sid)) for sid in sessions}
         monkeypatch.setattr(snapshots, "decode", lambda payload: None)  # every open folds the whole log
