@@ -1198,16 +1198,10 @@ class Transcript:
             due or (snapshots.due_at_close if closing else snapshots.due)(since, history)
         ):
             return
-        state = snapshots.state_of(live)
-        if state is None:
-            return
-        write = SessionWrite(self.session_id, live.version, (), {}, snapshot=snapshots.encode(state))
-        try:
-            (done,) = self.events.commit([write])
-        except ConflictError:
-            return
-        self._snapshot_at = live.version
-        self._seen = done.token
+        done = snapshots.store(self.events, live)
+        if done is not None:
+            self._snapshot_at = live.version
+            self._seen = done.token
 
     def _reload(self) -> None:
         """Read the whole session again: a redaction or an erasure rewrote what was folded."""

@@ -199,11 +199,8 @@ def _snapshot(store: EventStore, live: LiveSession, written: Written) -> None:
 
     for version, event in written.versioned():
         live.apply(version, event, written.bodies)
-    state = snapshots.state_of(live)
-    if state is not None:
-        snapshot = SessionWrite(written.session_id, written.version, (), {}, snapshot=snapshots.encode(state))
-        with contextlib.suppress(TranscriptError):
-            store.commit([snapshot])
+    with contextlib.suppress(TranscriptError):  # (the import is committed whatever befalls its cache)
+        snapshots.store(store, live)
 
 
 def _plan_session(

@@ -22,6 +22,7 @@ from typing import Final
 import msgspec
 
 from projection.caps import ProviderCaps
+from transcript.model.errors import ConflictError
 from transcript.model.events import ranges_of
 from transcript.model.marks import MessageFlags
 from transcript.model.message import Message
@@ -30,7 +31,7 @@ from transcript.model.result import CompactResult
 from transcript.model.snapshot import Entry
 from transcript.model.usage import Calibration
 from transcript.session.fold import LiveSession
-from transcript.store.port import EventStore, LogRecord, StoredBody
+from transcript.store.port import Committed, EventStore, LogRecord, SessionWrite, StoredBody
 from transcript.store.recorder import Problem
 
 # Events between snapshots written on the per-turn path (a full round writes one of its own): at
@@ -179,6 +180,21 @@ def _merged(ranges: tuple[tuple[int, int], ...], seqs: list[int]) -> tuple[tuple
 def encode(state: FoldState) -> bytes:
     """A snapshot's payload."""
     return _ENCODER.encode(state)
+
+
+def store(events: EventStore, live: LiveSession) -> Committed | None:
+    """Store a snapshot of a fold at its version: its own small write, which moves no version. None
+    when nothing was stored: the fold is one no snapshot may stand for, or another writer moved the
+    session on meanwhile (the snapshot would stand for an old version)."""
+    state = state_of(live)
+    if state is None:
+        return None
+    write = SessionWrite(live.session_id, live.version, (), {}, snapshot=encode(state))
+    try:
+        (done,) = events.commit([write])
+    except ConflictError:
+        return None
+    return done
 
 
 class _Format(msgspec.Struct):
