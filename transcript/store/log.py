@@ -155,6 +155,9 @@ class EventLog:
         # The last head this log saw of each session, so a commit need not read it again: a stale one
         # only costs a conflict, because the recorder moves a head only from the one named.
         self._heads: dict[str, tuple[int, str]] = {}
+        # The seq the next append of each session takes, as of a version: (version, next seq). It is a
+        # function of the log up to that version, so it holds whenever the commit's head check does.
+        self._seqs: dict[str, tuple[int, int]] = {}
 
     @property
     def path(self) -> str:
@@ -438,11 +441,13 @@ class EventLog:
         for attempt in range(first, _BODY_ATTEMPTS + 1):
             rows: list[RecorderWrite] = []
             reused: list[dict[str, tuple[int, ...]]] = []
+            sequenced: list[tuple[Event, ...]] = []
             adding: dict[str, BodyRow] = {}
             for write in writes:
-                row, kept = self._rows(write, recorded_at, adding, look=attempt > 0)
+                row, kept, events = self._rows(write, recorded_at, adding, look=attempt > 0)
                 rows.append(row)
                 reused.append(kept)
+                sequenced.append(events)
             try:
                 token = self.recorder.insert(rows)
             except BodyTaken:
@@ -451,14 +456,20 @@ class EventLog:
                 continue
             except ConflictError:
                 for write in writes:
-                    self._heads.pop(write.session_id, None)
+                    self._forget(write.session_id)
                 raise
             break
         done = []
-        for row, kept in zip(rows, reused, strict=True):
+        for row, kept, events in zip(rows, reused, sequenced, strict=True):
             head = (row.events[-1].version, row.events[-1].hash) if row.events else row.expected
             self._heads[row.session_id] = head
-            done.append(Committed(head[0], kept, token))
+            if row.events:
+                appended = [e for e in events if isinstance(e, MessageAppended)]
+                if appended:
+                    self._seqs[row.session_id] = (head[0], appended[-1].seq + 1)
+                elif self._seqs.get(row.session_id, (-1, 0))[0] == row.expected[0]:
+                    self._seqs[row.session_id] = (head[0], self._seqs[row.session_id][1])
+            done.append(Committed(head[0], kept, token, events))
         if self.anchor is not None:
             self.anchor.record({row.session_id: self._heads[row.session_id] for row in rows if row.events})
         return done
@@ -493,7 +504,7 @@ class EventLog:
                 token = self.recorder.redact(rows, plan.bodies, plan.payloads)
             except ConflictError:
                 for row in rows:
-                    self._heads.pop(row.session_id, None)
+                    self._forget(row.session_id)
                 if attempt == _BODY_ATTEMPTS:
                     raise
                 continue
@@ -535,7 +546,7 @@ class EventLog:
         try:
             token = self.recorder.erase(row, alone)
         except ConflictError:
-            self._heads.pop(session_id, None)
+            self._forget(session_id)
             raise
         self._moved([row])
         return Erasure(
@@ -555,6 +566,8 @@ class EventLog:
         """Record the heads these committed rows moved to (and in the anchor file)."""
         heads = {row.session_id: (row.events[-1].version, row.events[-1].hash) for row in rows if row.events}
         self._heads.update(heads)
+        for session_id in heads:
+            self._seqs.pop(session_id, None)
         if self.anchor is not None:
             self.anchor.record(heads)
         return heads
@@ -571,6 +584,10 @@ class EventLog:
         version, prev = head
         if version != expected_version:
             raise _conflict(session_id, version, expected_version)
+        # The log, not the caller, numbers the history: each append takes the session's next seq as of
+        # the head this write must find (the recorder checks that head in the transaction, and the
+        # schema refuses any other seq), so a caller's stale count can never leave a gap.
+        events = self._numbered(session_id, version, events)
         appended = [event for event in events if isinstance(event, MessageAppended)]
         try:
             new_bodies, reused, records = (
@@ -601,7 +618,33 @@ class EventLog:
         if snapshot is not None:
             digest = snapshot_digest(session_id, version, prev, snapshot)
             kept = SnapshotRow(version, prev, snapshot, digest)
-        return RecorderWrite(session_id, head, new_bodies, rows, kept), reused
+        return RecorderWrite(session_id, head, new_bodies, rows, kept), reused, events
+
+    def _numbered(self, session_id: str, version: int, events: Sequence[Event]) -> tuple[Event, ...]:
+        """The events with each append at the session's next seq as of `version` (the head the write
+        must find)."""
+        cached = self._seqs.get(session_id)
+        if cached is not None and cached[0] == version:
+            next_seq = cached[1]
+        else:
+            with self.recorder.reading():
+                now = self.recorder.head(session_id)
+                next_seq = self.recorder.next_seq(session_id)
+            if (now[0] if now else 0) != version:
+                raise _conflict(session_id, now[0] if now else 0, version)
+        numbered = []
+        for event in events:
+            if isinstance(event, MessageAppended):
+                if event.seq != next_seq:
+                    event = msgspec.structs.replace(event, seq=next_seq)
+                next_seq += 1
+            numbered.append(event)
+        return tuple(numbered)
+
+    def _forget(self, session_id: str) -> None:
+        """Drop what this log remembers of a session's head: another writer moved it."""
+        self._heads.pop(session_id, None)
+        self._seqs.pop(session_id, None)
 
     def _new_bodies(
         self,

@@ -38,6 +38,7 @@ from transcript.store.recorder import (
     SessionRow,
     SnapshotRow,
     StorageCheck,
+    next_seq_of,
 )
 
 _APPENDED: Final = "message_appended"
@@ -121,6 +122,12 @@ class MemoryRecorder:
 
     def head(self, session_id: str) -> tuple[int, str] | None:
         return self._rows.heads.get(session_id)
+
+    def next_seq(self, session_id: str) -> int:
+        with self._rows.lock:
+            log = self._rows.events.get(session_id, [])
+            last = next((row for row in reversed(log) if row.kind == _APPENDED), None)
+        return next_seq_of(session_id, [] if last is None else [(last.seq,)])
 
     def heads(self) -> dict[str, tuple[object, object]]:
         with self._rows.lock:
@@ -366,10 +373,18 @@ class MemoryRecorder:
             adding.add(body.message_id)
         log = self._rows.events.get(write.session_id, [])
         expected = (log[-1].version if log else 0) + 1
+        seq = self.next_seq(write.session_id)
         for event in write.events:
             if event.version != expected:
                 raise ConflictError(f"session {write.session_id!r} moved on while this write was made")
             expected += 1
+            # As the SQL backends' guard: an append takes the session's next seq, nothing else does.
+            if event.seq != (seq if event.kind == _APPENDED else None):
+                raise StoreCorrupted(
+                    f"session {write.session_id!r}: event {event.version} ({event.kind}) has seq "
+                    f"{event.seq!r}, the session's next is {seq}; nothing was written"
+                )
+            seq += event.kind == _APPENDED
 
 
 def _redaction(row: EventRow) -> MessageRedacted:

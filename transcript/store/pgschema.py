@@ -80,7 +80,7 @@ GUARDS: Final = {
     "heads_refuse_truncate": ("heads", "BEFORE TRUNCATE", "STATEMENT", "transcript_refuse_edit"),
     "heads_refuse_backwards": ("heads", "BEFORE UPDATE", "ROW", "transcript_head_forward"),
 }
-GUARD_FUNCTIONS: Final = ("transcript_refuse_edit", "transcript_head_forward")
+GUARD_FUNCTIONS: Final = ("transcript_refuse_edit", "transcript_head_forward", "transcript_in_order")
 # 0002: snapshots of each session's fold, which an open loads instead of folding the whole log. They
 # are derived (`verify` checks each against a fold of the log), so a newer one replaces the older
 # (deleted, never edited: a row holds what was inserted or is gone) and redaction may drop them.
@@ -99,6 +99,36 @@ SNAPSHOT_GUARDS: Final = {
 }
 
 
+# 0003: the log is numbered by the database too (as the SQLite file's `events_refuse_out_of_order`):
+# an event takes its session's next version, an append its next seq, any other event none. The
+# function reads the table of the schema its trigger fires in, whatever the caller's search path.
+ORDER_FUNCTION: Final = """
+    CREATE FUNCTION transcript_in_order() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        last_version bigint;
+        next_seq bigint;
+    BEGIN
+        EXECUTE format('SELECT max(version) FROM %I.events WHERE session_id = $1', TG_TABLE_SCHEMA)
+            INTO last_version USING NEW.session_id;
+        IF NEW.kind = 'message_appended' THEN
+            EXECUTE format('SELECT seq + 1 FROM %I.events WHERE session_id = $1 '
+                           'AND kind = ''message_appended'' ORDER BY version DESC LIMIT 1', TG_TABLE_SCHEMA)
+                INTO next_seq USING NEW.session_id;
+            next_seq := coalesce(next_seq, 0);
+        END IF;
+        IF NEW.version IS DISTINCT FROM coalesce(last_version, 0) + 1 OR NEW.seq IS DISTINCT FROM next_seq THEN
+            RAISE EXCEPTION 'transcript-store: an event takes its session''s next version, and an append '
+                'its next seq (out of order refused)' USING ERRCODE = 'integrity_constraint_violation';
+        END IF;
+        RETURN NEW;
+    END
+    $$
+"""
+ORDER_GUARDS: Final = {
+    "events_refuse_out_of_order": ("events", "BEFORE INSERT", "ROW", "transcript_in_order"),
+}
+
+
 def _guard_statements(guards: dict[str, tuple[str, str, str, str]]) -> list[str]:
     return [
         f"CREATE TRIGGER {name} {when} ON {table} FOR EACH {each} EXECUTE FUNCTION {function}()"
@@ -107,14 +137,16 @@ def _guard_statements(guards: dict[str, tuple[str, str, str, str]]) -> list[str]
 
 
 SNAPSHOTS_MIGRATION: Final = "0002_snapshots"
+ORDER_MIGRATION: Final = "0003_seq_guard"
 MIGRATIONS: Final = (
     ("0001_initial", (*_TABLES, REFUSE_FUNCTION, FORWARD_FUNCTION, *_guard_statements(GUARDS))),
     (SNAPSHOTS_MIGRATION, (SNAPSHOTS, *_guard_statements(SNAPSHOT_GUARDS))),
+    (ORDER_MIGRATION, (ORDER_FUNCTION, *_guard_statements(ORDER_GUARDS))),
 )
 KNOWN: Final = tuple(name for name, _ in MIGRATIONS)
 # Migrations a reader (a read-only open, `verify`) does without: a schema that awaits them is read as
 # it is (one without snapshots has none to load) and its guards are those its migrations made.
-READ_AS_IS: Final = frozenset((SNAPSHOTS_MIGRATION,))
+READ_AS_IS: Final = frozenset((SNAPSHOTS_MIGRATION, ORDER_MIGRATION))
 
 
 def readable_as_is(applied: tuple[str, ...]) -> bool:
@@ -124,7 +156,11 @@ def readable_as_is(applied: tuple[str, ...]) -> bool:
 
 def guards_of(applied: tuple[str, ...]) -> dict[str, tuple[str, str, str, str]]:
     """The guard triggers the migrations recorded create."""
-    return {**GUARDS, **(SNAPSHOT_GUARDS if SNAPSHOTS_MIGRATION in applied else {})}
+    return {
+        **GUARDS,
+        **(SNAPSHOT_GUARDS if SNAPSHOTS_MIGRATION in applied else {}),
+        **(ORDER_GUARDS if ORDER_MIGRATION in applied else {}),
+    }
 
 
 def _lock_key(schema: str) -> int:
@@ -215,7 +251,7 @@ def guard_problems(
     """(code, detail) for each guard trigger that is missing, disabled or changed (of `guards`, by
     default every one this release creates), for each guard function whose body was changed, and for
     each trigger on the log's tables this release did not create (it could change or drop a write)."""
-    guards = {**GUARDS, **SNAPSHOT_GUARDS} if guards is None else guards
+    guards = {**GUARDS, **SNAPSHOT_GUARDS, **ORDER_GUARDS} if guards is None else guards
     rows = conn.execute(
         "SELECT t.tgname, c.relname, t.tgenabled, p.proname FROM pg_trigger AS t "
         "JOIN pg_class AS c ON c.oid = t.tgrelid JOIN pg_namespace AS n ON n.oid = c.relnamespace "
@@ -242,10 +278,14 @@ def guard_problems(
             (schema, list(GUARD_FUNCTIONS)),
         ).fetchall()  # type: ignore[arg-type]
     )
+    used = {function for _, _, _, function in guards.values()}
     for function, created in (
         ("transcript_refuse_edit", REFUSE_FUNCTION),
         ("transcript_head_forward", FORWARD_FUNCTION),
+        ("transcript_in_order", ORDER_FUNCTION),
     ):
+        if function not in used:
+            continue
         body = created.split("$$")[1]
         if sources.get(function) != body:
             problems.append(("guard_changed", f"function {function} does not do what it must"))

@@ -124,6 +124,8 @@ class Committed(NamedTuple):
     version: int
     reused: Mapping[str, tuple[int, ...]]
     token: Hashable
+    # The events as committed: each append at the seq the log gave it (empty from an older store).
+    events: tuple[Event, ...] = ()
 
 
 class Written(NamedTuple):
@@ -144,7 +146,8 @@ class Written(NamedTuple):
             message_id: StoredBody(body.message, done.reused.get(message_id, body.tokens))
             for message_id, body in write.bodies.items()
         }
-        return cls(write.session_id, write.expected_version + 1, tuple(write.events), stored, done.token)
+        events = done.events or tuple(write.events)
+        return cls(write.session_id, write.expected_version + 1, events, stored, done.token)
 
     @property
     def version(self) -> int:

@@ -30,6 +30,7 @@ from transcript.model.errors import (
 from transcript.store import lease, pgconnect, pgschema
 from transcript.store.port import SearchHit
 from transcript.store.recorder import (
+    LAST_SEQ,
     BodyRow,
     BodyTaken,
     Capabilities,
@@ -44,11 +45,13 @@ from transcript.store.recorder import (
     SessionRow,
     SnapshotRow,
     StorageCheck,
+    next_seq_of,
 )
 
 _IN_CHUNK: Final = 500
 _EVENT_COLUMNS: Final = "version, kind, seq, message_id, recorded_at, payload, hash"
 _BODY_COLUMNS: Final = "message_id, hash, tokenizer, tokens, body, digest"
+_LAST_SEQ: Final = LAST_SEQ.format(p="%s")
 _KINDS: Final = {
     "all": "",
     "appends": " AND kind = 'message_appended'",
@@ -205,6 +208,10 @@ class PostgresRecorder:
             (session_id,),
         )
         return (rows[0][0], rows[0][1]) if rows else None
+
+    def next_seq(self, session_id: str) -> int:
+        rows = self._all(f"reading session {session_id!r}", _LAST_SEQ, (session_id,))
+        return next_seq_of(session_id, rows)
 
     def heads(self) -> dict[str, tuple[object, object]]:
         rows = self._all("reading heads", "SELECT session_id, version, hash FROM heads")
@@ -510,6 +517,9 @@ class PostgresRecorder:
                 )
             except psycopg.errors.UniqueViolation:
                 raise ConflictError(f"session {session_id!r} moved on while this write was made") from None
+            except psycopg.errors.IntegrityConstraintViolation as exc:
+                # The schema's order guard (`transcript_in_order`): numbered against a head that moved.
+                raise ConflictError(f"session {session_id!r}: {exc.diag.message_primary}") from None
 
     def _insert_snapshot(self, conn: Connection, write: RecorderWrite, snapshot: SnapshotRow) -> None:
         """Store a snapshot, keeping only the newest one before it; a write of a snapshot alone must

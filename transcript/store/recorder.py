@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Literal, NamedTuple, Protocol
+from typing import Final, Literal, NamedTuple, Protocol
 
 import msgspec
 
-from transcript.model.errors import ConflictError
+from transcript.model.errors import ConflictError, StoreCorrupted
 from transcript.store.port import Capabilities as Capabilities, Purged as Purged, SearchHit
 
 # JSON as stored: the bytes a hash covers, or the same as text where a backend keeps text columns.
@@ -203,6 +203,10 @@ class Recorder(Protocol):
         """The session's head (version and hash of its last event), or None when it has none."""
         ...
 
+    def next_seq(self, session_id: str) -> int:
+        """The seq the session's next append takes: one past its last append's (0 when it has none)."""
+        ...
+
     def heads(self) -> dict[str, tuple[object, object]]:
         """Every head row as stored, by session (for `verify`)."""
         ...
@@ -310,3 +314,22 @@ class Recorder(Protocol):
     def close(self) -> None:
         """Release the backend's resources."""
         ...
+
+
+# The seq of a session's last append: its newest events read back (by their key) to the first append.
+LAST_SEQ: Final = (
+    "SELECT seq FROM events WHERE session_id = {p} AND kind = 'message_appended' "
+    "ORDER BY version DESC LIMIT 1"
+)
+
+
+def next_seq_of(session_id: str, rows: Sequence[Sequence[object]]) -> int:
+    """One past the seq that `LAST_SEQ` read (0 for a session with no append); `StoreCorrupted` when
+    the stored seq is no whole number."""
+    if not rows:
+        return 0
+    seq = rows[0][0]
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise StoreCorrupted(f"events of session {session_id!r}: the last append's seq is {seq!r}")
+    return seq + 1
+

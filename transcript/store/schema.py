@@ -129,6 +129,18 @@ REDACTION_GUARDS: Final = (
     "AND json_extract(x.payload, '$.version') >= OLD.version)"
     "), 0) " + _REFUSE.format(table="events", what="DELETE"),
 )
+# 0012: the log is numbered by the database too. An event takes its session's next version, and an
+# append its session's next seq (one past the last append's, found by reading the session's newest
+# events back by key); any other event has none. So no writer, however stale its count, can commit
+# a gap or a repeat, and a row put in by hand out of order is refused.
+SEQ_GUARDS: Final = (
+    "CREATE TRIGGER events_refuse_out_of_order BEFORE INSERT ON events WHEN "
+    "NEW.version IS NOT coalesce((SELECT max(version) FROM events WHERE session_id = NEW.session_id), 0) + 1 "
+    "OR NEW.seq IS NOT (CASE WHEN NEW.kind = 'message_appended' THEN coalesce((SELECT seq + 1 FROM events "
+    "WHERE session_id = NEW.session_id AND kind = 'message_appended' ORDER BY version DESC LIMIT 1), 0) END) "
+    "BEGIN SELECT RAISE(ABORT, 'transcript-store: an event takes its session''s next version, and an "
+    "append its next seq (out of order refused)'); END",
+)
 # Every guard trigger this release creates, by name, with its exact SQL (what `verify` compares).
 GUARD_SQL: Final = {
     statement.split()[2]: statement
@@ -136,6 +148,7 @@ GUARD_SQL: Final = {
         *(g for t in APPEND_ONLY_TABLES for g in _guard_statements(t)),
         *HEAD_GUARDS,
         *REDACTION_GUARDS,
+        *SEQ_GUARDS,
     )
 }
 GUARDS: Final = tuple(GUARD_SQL)
@@ -487,6 +500,7 @@ SNAPSHOTS_MIGRATION: Final = "0008_snapshots"
 REDACTION: Final = "0009_redaction_guards"
 DERIVED_MIGRATION: Final = "0010_derived_message_facts"
 SNAPSHOTS_BY_ROWID_MIGRATION: Final = "0011_snapshots_by_rowid"
+SEQ_GUARD_MIGRATION: Final = "0012_seq_guard"
 READ_AS_IS: Final = frozenset(
     (
         ATTESTATION,
@@ -496,6 +510,7 @@ READ_AS_IS: Final = frozenset(
         REDACTION,
         DERIVED_MIGRATION,
         SNAPSHOTS_BY_ROWID_MIGRATION,
+        SEQ_GUARD_MIGRATION,
     )
 )
 
@@ -706,6 +721,7 @@ def _build_migrations() -> list[tuple[str, Migration]]:
         (REDACTION, _redaction_guards),
         (DERIVED_MIGRATION, _derived_message_facts),
         (SNAPSHOTS_BY_ROWID_MIGRATION, _statements(list(SNAPSHOTS_BY_ROWID))),
+        (SEQ_GUARD_MIGRATION, _statements(list(SEQ_GUARDS))),
     ]
 
 

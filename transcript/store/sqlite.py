@@ -22,6 +22,7 @@ from transcript.store import connection, lease, schema
 from transcript.store.location import MEMORY
 from transcript.store.port import SearchHit
 from transcript.store.recorder import (
+    LAST_SEQ,
     BodyRow,
     BodyTaken,
     Capabilities,
@@ -36,6 +37,7 @@ from transcript.store.recorder import (
     SessionRow,
     SnapshotRow,
     StorageCheck,
+    next_seq_of,
 )
 
 _IN_CHUNK: Final = 500
@@ -51,6 +53,7 @@ _BODY_COLUMNS: Final = "message_id, hash, tokenizer, tokens, body, digest"
 # the log's decoder (a mark it cannot read is then a diagnostic, not a failed read).
 _EVENT_READ: Final = "version, kind, seq, message_id, recorded_at, CAST(payload AS BLOB), hash"
 _BODY_READ: Final = "message_id, hash, tokenizer, CAST(tokens AS BLOB), CAST(body AS BLOB), digest"
+_LAST_SEQ: Final = LAST_SEQ.format(p="?")
 _KINDS: Final = {
     "all": "",
     "appends": " AND kind = 'message_appended'",
@@ -168,6 +171,12 @@ class SqliteRecorder:
                 lambda row: f"heads row (session {session_id!r})",
             )
         return (rows[0][0], rows[0][1]) if rows else None
+
+    def next_seq(self, session_id: str) -> int:
+        """One past the session's last append's seq (its newest events read back to it by key)."""
+        with connection.translated(f"reading session {session_id!r}"):
+            rows = self._fetch(_LAST_SEQ, (session_id,), lambda row: f"events of session {session_id!r}")
+        return next_seq_of(session_id, rows)
 
     def heads(self) -> dict[str, tuple[object, object]]:
         """Every head row as stored."""
