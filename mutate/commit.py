@@ -56,13 +56,15 @@ def commit(
         moved = _rebased(store, write)
         if moved is None:
             raise
-        write = moved
+        write, shifted = moved
         (done,) = writer.commit([write])
+        return Written.of(write, done)._replace(shifted=shifted)
     return Written.of(write, done)
 
 
-def _rebased(store: EventStore, write: SessionWrite) -> SessionWrite | None:
-    """The write moved on to the session's new head, or None when what came since forbids it."""
+def _rebased(store: EventStore, write: SessionWrite) -> tuple[SessionWrite, tuple[int, int]] | None:
+    """The write moved on to the session's new head, with the messages (count, tokens) that came
+    since; or None when what came since forbids it."""
     since, bodies = store.read_since(write.session_id, write.expected_version)
     if not since or any(isinstance(e, UnreadableEvent) or not isinstance(e, _HARMLESS) for _, e in since):
         return None
@@ -70,7 +72,7 @@ def _rebased(store: EventStore, write: SessionWrite) -> SessionWrite | None:
     shift = len(appended)
     tokens = sum(sum(bodies[e.message_id].tokens) for e in appended if e.message_id in bodies)
     events = [_moved(event, shift, tokens) for event in write.events]
-    return write._replace(expected_version=since[-1][0], events=events)
+    return write._replace(expected_version=since[-1][0], events=events), (shift, tokens)
 
 
 def _moved(event: Event, shift: int, tokens: int) -> Event:

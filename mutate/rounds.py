@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from datetime import datetime
-from typing import NamedTuple
+from datetime import UTC, datetime, timedelta
+from typing import Final, NamedTuple
 
 import msgspec
 
@@ -52,7 +52,8 @@ from planner.payback import choose_micro, invalidated_tokens, micro_economics
 from planner.summary import LocalSummarizer, Summarizer, SummaryRequest, complete, prompt_tokens
 from planner.trigger import BeforeCompact, RoundPlan, determine_compact_action
 from transcript.model.checkpoint import Checkpoint, to_markdown
-from transcript.model.events import CompactionRecorded, Event, MessageMarked, ProviderCaps
+from transcript.model.errors import ConflictError
+from transcript.model.events import CompactionRecorded, Event, MessageMarked, ProviderCaps, RoundClaimed
 from transcript.model.processes import ProcessSnapshot, process_line
 from transcript.model.result import CompactResult, RoundPath, Strategy
 from transcript.model.snapshot import TranscriptSnapshot
@@ -74,7 +75,8 @@ class RoundInput(NamedTuple):
     the view cannot use (the round supersedes them), `stored_tokens` the tokens of every stored
     message (how fast the session grows, for the payback rule), `system_tokens` those of its system
     messages, `processes` the processes the host last registered (None: it registered none), which
-    every checkpoint the round makes carries.
+    every checkpoint the round makes carries; `claim` a round's claim that no record has closed yet
+    (another compactor may be paying for its summary).
     """
 
     snapshot: TranscriptSnapshot
@@ -88,6 +90,12 @@ class RoundInput(NamedTuple):
     unusable: tuple[str, ...] = ()
     stored_tokens: int = 0
     processes: tuple[ProcessSnapshot, ...] | None = None
+    claim: RoundClaimed | None = None
+
+
+# How long a round's claim holds (`RoundClaimed`): longer than any summarizer call, retries included;
+# a claim its compactor never closed (it died) stops no round after that.
+CLAIM_SECONDS: Final = 600
 
 
 class Deps(NamedTuple):
@@ -319,6 +327,7 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
             step = _commit_micro(store, snapshot, marks, interim)
             written.append(step)
             snapshot = msgspec.structs.replace(shortened, version=step.version)
+            result = _shifted(result, step)
         outcome = yield from _full(run, snapshot, result, written)
         return outcome._replace(cursor=cursor)
     result = _irreducible(shortened, config, budget_tokens, result, system)
@@ -554,6 +563,15 @@ def _full(
         if run.model_given
         else (run.breaker, False)
     )
+    if use_model:
+        # Claimed before the model is paid: a compactor that lost the race learns it here.
+        claimed = _claim(run, snapshot, result)
+        if isinstance(claimed, str):
+            lost = msgspec.structs.replace(result, outcome="claimed", reason=claimed)
+            return RoundOutcome(lost, tuple(written))
+        written.append(claimed)
+        snapshot = msgspec.structs.replace(snapshot, version=claimed.version)
+        result = _shifted(result, claimed)
     attempt = (yield from attempts(prepared.request)) if use_model else None
     now = run.deps.now()
     summary_id = run.deps.new_id()
@@ -659,6 +677,43 @@ def _full(
         {body.message.id: body},
     )
     return RoundOutcome(_recorded(result, step), (*written, step))
+
+
+def _claim(run: _Round, snapshot: TranscriptSnapshot, result: CompactResult) -> Written | str:
+    """Claim the round before a model is asked for its summary: the committed claim, or why this
+    compactor lost (another's claim is open in the history it read, or committed first)."""
+    now = run.deps.now()
+    held = run.given.claim
+    if held is not None and held.round_id != result.round_id and _lapses(held) > now:
+        return (
+            f"another compactor claimed this round ({held.round_id}, until {held.until}): "
+            "no model was asked, nothing was written"
+        )
+    until = (now + timedelta(seconds=CLAIM_SECONDS)).isoformat(timespec="seconds")
+    try:
+        claim = RoundClaimed(round_id=result.round_id, until=until)
+        return commit(run.store, snapshot.session_id, snapshot.version, [claim])
+    except ConflictError:
+        return "another compactor moved the session first (its claim or its round): no model was asked"
+
+
+def _lapses(claim: RoundClaimed) -> datetime:
+    """When a claim lapses (a claim whose time cannot be read has lapsed)."""
+    try:
+        until = datetime.fromisoformat(claim.until)
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+    return until if until.tzinfo is not None else until.replace(tzinfo=UTC)
+
+
+def _shifted(result: CompactResult, step: Written) -> CompactResult:
+    """The result counting the messages a step was committed after (those that came while it ran)."""
+    count, tokens = step.shifted
+    if not count:
+        return result
+    return msgspec.structs.replace(
+        result, tokens_after=result.tokens_after + tokens, items_after=result.items_after + count
+    )
 
 
 class _Errors(NamedTuple):

@@ -273,7 +273,8 @@ def test_a_schema_from_before_snapshots_is_read_as_is_and_migrated_by_a_writer(
         conn.execute(f"DROP TRIGGER events_refuse_out_of_order ON {schema_name}.events")
         conn.execute(f"DROP FUNCTION {schema_name}.transcript_in_order()")
         conn.execute(
-            f"DELETE FROM {schema_name}._transcript_migrations WHERE name IN ('0002_snapshots', '0003_seq_guard')"
+            f"DELETE FROM {schema_name}._transcript_migrations "
+            "WHERE name IN ('0002_snapshots', '0003_seq_guard')"
         )
     with Store.open(location, readonly=True, tokenizer="chars/4") as store:
         assert list(store.session("s").visible_messages().messages) == view

@@ -256,6 +256,16 @@ class MessageRedacted(_Event, tag="message_redacted", frozen=True):
     removed: str = ""
 
 
+class RoundClaimed(_Event, tag="round_claimed", frozen=True):
+    """A compactor claimed the session's round `round_id` before asking a model for its summary, until
+    `until` (an ISO time). A compactor that planned from the same history learns of it before it pays:
+    its own claim conflicts with this one, or its fold shows this one open. The round's record (same
+    `round_id`) closes the claim; a claim no record closes (its compactor died) lapses at `until`."""
+
+    round_id: str
+    until: str
+
+
 class SessionErased(_Event, tag="session_erased", frozen=True):
     """The session's whole log before this event was erased, for `reason`, by `by`: it held `version`
     events whose last hash was `head` (this event chains from it), and `bodies` bodies no other session
@@ -286,6 +296,7 @@ Event: TypeAlias = (
     | ImportRecorded
     | UsageRecorded
     | RetractionRecorded
+    | RoundClaimed
 )
 
 EVENT_ENCODER: Final = msgspec.json.Encoder()

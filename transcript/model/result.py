@@ -30,6 +30,7 @@ Outcome: TypeAlias = Literal[
     "full_unavailable",
     "over_budget_irreducible",
     "vetoed",  # the host's `before_compact` hook vetoed an automatic round: nothing else was written
+    "claimed",  # another compactor held the round's claim: this one asked no model and recorded nothing
 ]
 BreakerState: TypeAlias = Literal["closed", "open", "half_open"]
 # Which path a round took to defend the budget: `standard` (micro, then a checkpoint of the history older

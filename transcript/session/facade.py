@@ -21,7 +21,7 @@ import functools
 import threading
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar, cast
 
 import msgspec
 
@@ -64,6 +64,7 @@ from transcript.model.usage import Calibration, Usage
 from transcript.session.arguments import check_text, checked_processes
 from transcript.session.fold import LiveSession
 from transcript.session.redacting import redact_in
+from transcript.session.sharing import OwnWrites, RoundTurn
 from transcript.session.status import Overview, Status
 from transcript.store.backends import open_backend
 from transcript.store.bodies import counted, prepare
@@ -176,6 +177,9 @@ class Transcript:
         # One lock for the fold and the writes: a transcript may be used from any thread. A round
         # lets go of it while its summarizer runs, so the loop can append meanwhile.
         self._lock = threading.RLock()
+        # The store as this transcript's rounds write to it, and their turn (`sharing`).
+        self._own_writes = cast(EventStore, OwnWrites(events, session_id, self._lock, self._fold_written))
+        self._turn = RoundTurn()
         self._seen: Hashable = None
         self._cursor: tuple[tuple[object, ...], int] = ((), 0)
         self._live = LiveSession(session_id, tokenizer)
@@ -617,7 +621,6 @@ class Transcript:
         position = live.positions.get(message_id)
         return None if position is None else live.entries[position]
 
-    @_locked
     def compact(
         self,
         *,
@@ -656,14 +659,15 @@ class Transcript:
         """
         from mutate import run_compact
 
-        budget = self._view_budget(budget_tokens, window_tokens, overhead_tokens, calibrated)
-        options = self._options(budget, config, manual, force, shadow, summarizer, summary, reason, focus)
-        given = self._round_input(options)
-        if isinstance(given, CompactResult):
-            return given
-        if options.summarizer is not None:
-            options = options._replace(summarizer=_released(self._lock, options.summarizer))
-        return self._absorb(lambda: run_compact(self.events, given, options), options.config)
+        with self._turn.held(), self._lock:
+            budget = self._view_budget(budget_tokens, window_tokens, overhead_tokens, calibrated)
+            options = self._options(budget, config, manual, force, shadow, summarizer, summary, reason, focus)
+            given = self._round_input(options)
+            if isinstance(given, CompactResult):
+                return given
+            if options.summarizer is not None:
+                options = options._replace(summarizer=_released(self._lock, options.summarizer))
+            return self._absorb(lambda: run_compact(self._own_writes, given, options), options.config)
 
     async def acompact(
         self,
@@ -696,18 +700,20 @@ class Transcript:
                 return options, self._round_input(options)
 
         # Nothing of the round touches the store on the event loop: reading, planning, committing and
-        # folding run in worker threads; only an async summarizer is awaited here.
-        options, given = await off_loop(plan)
-        if isinstance(given, CompactResult):
-            return given
-        from mutate import arun_compact
+        # folding run in worker threads; only an async summarizer is awaited here. Its commits fold as
+        # they land (`sharing.OwnWrites`): sibling tasks appending meanwhile never conflict with them.
+        async with self._turn.aheld():
+            options, given = await off_loop(plan)
+            if isinstance(given, CompactResult):
+                return given
+            from mutate import arun_compact
 
-        try:
-            outcome = await arun_compact(self.events, given, options)
-        except BaseException:
-            await off_loop(self._caught_up)
-            raise
-        return await off_loop(self._folded_round, outcome, options.config)
+            try:
+                outcome = await arun_compact(self._own_writes, given, options)
+            except BaseException:
+                await off_loop(self._caught_up)
+                raise
+            return await off_loop(self._folded_round, outcome, options.config)
 
     def _caught_up(self) -> None:
         with self._lock:
@@ -1076,6 +1082,7 @@ class Transcript:
             stored_tokens=live.stored_tokens,
             system_tokens=live.system_tokens,
             processes=live.processes,
+            claim=live.claim,
         )
 
     def _absorb(self, run: Any, config: CompactConfig | None) -> CompactResult:
@@ -1115,6 +1122,10 @@ class Transcript:
         self._fold(written.versioned(), written.bodies, written.token)
         self._snapshot()
         return done.version
+
+    def _fold_written(self, written: Written) -> None:
+        """Fold a step a round of this transcript committed (under its lock: `sharing.OwnWrites`)."""
+        self._fold(written.versioned(), written.bodies, written.token)
 
     def _fold(
         self, events: Iterable[tuple[int, Event]], bodies: Mapping[str, StoredBody], token: Hashable

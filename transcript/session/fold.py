@@ -31,6 +31,7 @@ from transcript.model import (
     MessagesExcluded,
     ProcessesSet,
     ProcessSnapshot,
+    RoundClaimed,
     SessionStarted,
     TitleSet,
     TranscriptSnapshot,
@@ -75,6 +76,7 @@ class LiveSession:
         self.stored_tokens = 0
         self.title: str | None = None
         self.system_tokens = 0
+        self.claim: RoundClaimed | None = None  # a round claimed and not yet recorded
         self.processes: tuple[ProcessSnapshot, ...] | None = None  # None: the host registered none
         # Opened from a snapshot: the excluded history's entries stand as one unread placeholder
         # (`transcript.session.snapshots.UNREAD`), not loaded, until the facade folds the whole log.
@@ -203,6 +205,8 @@ class LiveSession:
             self.served_tokens[version] = event.tokens
         elif isinstance(event, UsageRecorded):
             self.billed(version, event)
+        elif isinstance(event, RoundClaimed):
+            self.claim = event
         self.version = version
 
     def billed(self, version: int, record: UsageRecorded) -> None:
@@ -227,6 +231,8 @@ class LiveSession:
         """A round's result record: it carries its event's version, and supersedes an earlier record of
         the same round (a round records its micro step, then its full step)."""
         result = msgspec.structs.replace(result, version=version)
+        if self.claim is not None and self.claim.round_id == result.round_id:
+            self.claim = None
         results = self.results
         if result.round_id and results and results[-1].round_id == result.round_id:
             results[-1] = result

@@ -574,9 +574,10 @@ class EventLog:
 
     def _rows(
         self, write: SessionWrite, recorded_at: str, adding: dict[str, BodyRow], *, look: bool = True
-    ) -> tuple[RecorderWrite, dict[str, tuple[int, ...]]]:
+    ) -> tuple[RecorderWrite, dict[str, tuple[int, ...]], tuple[Event, ...]]:
         """One session's write as rows, after the checks: its head, its bodies, its events (`look`:
-        whether stored bodies are looked up; else each appended body is taken to be new)."""
+        whether stored bodies are looked up; else each appended body is taken to be new); and the
+        events as numbered (each append at the seq the log gave it)."""
         session_id, expected_version, events, bodies, times, snapshot = write
         head = self._heads.get(session_id)
         if head is None or head[0] != expected_version:

@@ -116,7 +116,8 @@ ORDER_FUNCTION: Final = """
                 INTO next_seq USING NEW.session_id;
             next_seq := coalesce(next_seq, 0);
         END IF;
-        IF NEW.version IS DISTINCT FROM coalesce(last_version, 0) + 1 OR NEW.seq IS DISTINCT FROM next_seq THEN
+        IF NEW.version IS DISTINCT FROM coalesce(last_version, 0) + 1
+                OR NEW.seq IS DISTINCT FROM next_seq THEN
             RAISE EXCEPTION 'transcript-store: an event takes its session''s next version, and an append '
                 'its next seq (out of order refused)' USING ERRCODE = 'integrity_constraint_violation';
         END IF;

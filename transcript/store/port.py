@@ -25,6 +25,7 @@ from transcript.model.events import (
     MessageMarked,
     MessagesExcluded,
     RetractionRecorded,
+    RoundClaimed,
 )
 from transcript.model.message import Message
 
@@ -138,6 +139,8 @@ class Written(NamedTuple):
     events: tuple[Event, ...]
     bodies: Mapping[str, StoredBody]
     token: Hashable
+    # The messages (count, tokens) the write was committed after: they came while it was planned.
+    shifted: tuple[int, int] = (0, 0)
 
     @classmethod
     def of(cls, write: SessionWrite, done: Committed) -> Written:
@@ -361,6 +364,17 @@ class EventStore(Protocol):
         ...
 
 
+# Events only the mutator writes (besides summary appends).
+_MUTATOR_EVENTS: tuple[type, ...] = (
+    MessageMarked,
+    MessagesExcluded,
+    CompactionRecorded,
+    ImportRecorded,
+    RetractionRecorded,
+    RoundClaimed,
+)
+
+
 def is_mutator_event(event: Event, bodies: Mapping[str, NewBody]) -> bool:
     """Whether only the mutator may write this event: a mark, a compaction, import or retraction record,
     a summary append.
@@ -368,9 +382,7 @@ def is_mutator_event(event: Event, bodies: Mapping[str, NewBody]) -> bool:
     An append whose body is not given counts as one too: without the body nobody can tell it is not a
     summary (only the mutator's copies of a log append bodies the store already holds).
     """
-    if isinstance(
-        event, (MessageMarked, MessagesExcluded, CompactionRecorded, ImportRecorded, RetractionRecorded)
-    ):
+    if isinstance(event, _MUTATOR_EVENTS):
         return True
     if isinstance(event, MessageAppended):
         body = bodies.get(event.message_id)

@@ -332,4 +332,3 @@ def next_seq_of(session_id: str, rows: Sequence[Sequence[object]]) -> int:
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         raise StoreCorrupted(f"events of session {session_id!r}: the last append's seq is {seq!r}")
     return seq + 1
-
