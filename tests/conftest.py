@@ -1,7 +1,8 @@
 """Shared fixtures: store configurations for the contract tests, and hypothesis profiles.
 
-Profiles: `ci` (the default, sized to keep the suite well inside CI's time) and `dev` (more examples
-and more subprocess reopens, for local runs: `HYPOTHESIS_PROFILE=dev pytest`).
+Profiles: `ci` (the default, sized to keep the suite well inside CI's time), `dev` (more examples
+and more subprocess reopens, for local runs: `HYPOTHESIS_PROFILE=dev pytest`) and `slow` (many more
+again, for a long run before a release: `HYPOTHESIS_PROFILE=slow pytest`).
 """
 
 from __future__ import annotations
@@ -30,11 +31,18 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+settings.register_profile(
+    "slow",
+    max_examples=1_000,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.load_profile(PROFILE)
 
 # How many property-test examples reopen the store in a fresh subprocess (each costs ~0.3 s).
-SUBPROCESS_REOPENS = {"ci": 3, "dev": 20}.get(PROFILE, 3)
+SUBPROCESS_REOPENS = {"ci": 3, "dev": 20, "slow": 50}.get(PROFILE, 3)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The recorded sessions of ../shared/corpus/, copied byte for byte (test_corpus_copy.py checks that),
