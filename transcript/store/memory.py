@@ -127,7 +127,7 @@ class MemoryRecorder:
         with self._rows.lock:
             log = self._rows.events.get(session_id, [])
             last = next((row for row in reversed(log) if row.kind == _APPENDED), None)
-        return next_seq_of(session_id, [] if last is None else [(last.seq,)])
+        return next_seq_of(session_id, [] if last is None else [(last.seq, last.payload)])
 
     def heads(self) -> dict[str, tuple[object, object]]:
         with self._rows.lock:

@@ -51,7 +51,7 @@ from transcript.store.recorder import (
 _IN_CHUNK: Final = 500
 _EVENT_COLUMNS: Final = "version, kind, seq, message_id, recorded_at, payload, hash"
 _BODY_COLUMNS: Final = "message_id, hash, tokenizer, tokens, body, digest"
-_LAST_SEQ: Final = LAST_SEQ.format(p="%s")
+_LAST_SEQ: Final = LAST_SEQ.format(p="%s", blob="text")
 _KINDS: Final = {
     "all": "",
     "appends": " AND kind = 'message_appended'",
@@ -518,8 +518,12 @@ class PostgresRecorder:
             except psycopg.errors.UniqueViolation:
                 raise ConflictError(f"session {session_id!r} moved on while this write was made") from None
             except psycopg.errors.IntegrityConstraintViolation as exc:
-                # The schema's order guard (`transcript_in_order`): numbered against a head that moved.
-                raise ConflictError(f"session {session_id!r}: {exc.diag.message_primary}") from None
+                # The order guard (`transcript_in_order`) refused a write numbered from the head this
+                # transaction just moved: the stored rows disagree with that head (damage).
+                raise StoreCorrupted(
+                    f"session {session_id!r}: {exc.diag.message_primary}; the stored events disagree "
+                    "with the session's head (run `transcript verify`); nothing was written"
+                ) from None
 
     def _insert_snapshot(self, conn: Connection, write: RecorderWrite, snapshot: SnapshotRow) -> None:
         """Store a snapshot, keeping only the newest one before it; a write of a snapshot alone must

@@ -318,17 +318,32 @@ class Recorder(Protocol):
 
 # The seq of a session's last append: its newest events read back (by their key) to the first append.
 LAST_SEQ: Final = (
-    "SELECT seq FROM events WHERE session_id = {p} AND kind = 'message_appended' "
+    "SELECT seq, CAST(payload AS {blob}) FROM events WHERE session_id = {p} AND kind = 'message_appended' "
     "ORDER BY version DESC LIMIT 1"
 )
 
 
+class _Numbered(msgspec.Struct):
+    seq: int
+
+
+_NUMBERED: Final = msgspec.json.Decoder(_Numbered)
+
+
 def next_seq_of(session_id: str, rows: Sequence[Sequence[object]]) -> int:
     """One past the seq that `LAST_SEQ` read (0 for a session with no append); `StoreCorrupted` when
-    the stored seq is no whole number."""
+    the stored seq is no whole number or the column disagrees with the event's payload (a write
+    numbered from a damaged row would commit a history the fold cannot read)."""
     if not rows:
         return 0
-    seq = rows[0][0]
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise StoreCorrupted(f"events of session {session_id!r}: the last append's seq is {seq!r}")
+    seq, payload = rows[0][0], rows[0][1]
+    try:
+        said = _NUMBERED.decode(payload.encode() if isinstance(payload, str) else payload).seq  # type: ignore[arg-type]
+    except (msgspec.DecodeError, TypeError):
+        said = None
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0 or said != seq:
+        raise StoreCorrupted(
+            f"events of session {session_id!r}: the last append's seq column reads {seq!r}, its payload "
+            f"{said!r} (run `transcript verify`); nothing was written"
+        )
     return seq + 1

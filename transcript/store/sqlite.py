@@ -53,7 +53,13 @@ _BODY_COLUMNS: Final = "message_id, hash, tokenizer, tokens, body, digest"
 # the log's decoder (a mark it cannot read is then a diagnostic, not a failed read).
 _EVENT_READ: Final = "version, kind, seq, message_id, recorded_at, CAST(payload AS BLOB), hash"
 _BODY_READ: Final = "message_id, hash, tokenizer, CAST(tokens AS BLOB), CAST(body AS BLOB), digest"
-_LAST_SEQ: Final = LAST_SEQ.format(p="?")
+_LAST_SEQ: Final = LAST_SEQ.format(p="?", blob="BLOB")
+# The order guard refused a write whose head the transaction had just checked: the write was numbered
+# from that head, so the stored rows disagree with it (damage), not with another writer.
+_DISORDERED: Final = (
+    "session {session_id!r}: the order guard refused a write numbered from the session's head, so its "
+    "stored events disagree with that head (run `transcript verify`); nothing was written"
+)
 _KINDS: Final = {
     "all": "",
     "appends": " AND kind = 'message_appended'",
@@ -458,6 +464,8 @@ class SqliteRecorder:
                 ],
             )
         except sqlite3.IntegrityError as exc:
+            if "out of order refused" in str(exc):
+                raise StoreCorrupted(_DISORDERED.format(session_id=session_id)) from exc
             raise ConflictError(f"session {session_id!r} moved on while this write was made") from exc
         _all_stored(stored.rowcount, len(events), "events", session_id)
 
