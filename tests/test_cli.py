@@ -241,7 +241,7 @@ def test_a_file_that_is_not_a_store_is_a_clean_failure(tmp_path: Path) -> None:
 def test_import_reports_each_session_and_is_idempotent(tmp_path: Path) -> None:
     db = tmp_path / "import.db"
     text = run(["import", CLAUDE_SMALL, "--db", db]).stdout.splitlines()
-    assert text[0].endswith("claude-code, 3 sessions, 45 messages")
+    assert text[0].endswith("claude-code, 3 sessions, 45 messages, 0 repairs")
     assert text[1].split()[:3] == ["session", "messages", "tool"]
     first = run_json(["import", CLAUDE_SMALL, "--db", db, "--output", "json"])
     assert first["format"] == "claude-code"

@@ -38,13 +38,13 @@ def test_a_directory_of_the_corpus_gives_the_same_sessions_as_each_file_alone(tm
         shutil.copy2(path, nested / f"run-{i}" / path.name)
     (nested / "README.md").write_text("not a session")  # a name no importer reads is passed over
     at_once = tmp_path / "dir.db"
-    result = run(["import", nested, "--db", at_once, "--format", "json"])
+    result = run(["import", nested, "--recursive", "--db", at_once, "--format", "json"])
     reports = json.loads(result.stdout)
     assert [Path(r["path"]).name for r in reports] == [p.name for p in CORPUS_FILES]
     expected = _sessions(one_by_one)
     assert len(expected) >= len(CORPUS_FILES)
     assert _sessions(at_once) == expected
-    run(["import", nested, "--db", at_once])  # again: nothing new
+    run(["import", nested, "-r", "--db", at_once])  # again: nothing new
     assert _sessions(at_once) == expected
 
 

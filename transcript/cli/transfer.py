@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import click
 import msgspec
@@ -27,9 +27,10 @@ from transcript.cli.output import FORMATS, emit, safe, table
 from transcript.cli.picking import pick_session
 from transcript.cli.progress import progress
 from transcript.formats import IMPORTERS
-from transcript.formats.base import FormatError
+from transcript.formats.base import FormatError, ParsedSession
+from transcript.model.errors import ConflictError, TooManyRepairs
 from transcript.model.state import SessionState
-from transcript.session.importing import ImportReport, read_file, renamed, store_parsed
+from transcript.session.importing import ImportReport, read_import, renamed, store_parsed
 
 # The file names a directory import reads: what the importers' tools write. Files read with the
 # session beside them (Claude Code's sub-agents and their `.meta.json`, spilled tool outputs) are left
@@ -38,11 +39,16 @@ _KNOWN_SUFFIXES: Final = (".jsonl", ".json", ".traj")
 _READ_WITH_THEIR_SESSION: Final = ("subagents", "tool-results")
 
 
-def known_files(directory: Path) -> list[Path]:
-    """The files of a directory tree an import reads, in name order (hidden folders left out)."""
+def known_files(directory: Path, *, recursive: bool = True) -> list[Path]:
+    """The files of a directory (of its whole tree when `recursive`) an import reads, in name order
+    (hidden folders left out)."""
     found = []
     for root, folders, files in os.walk(directory):
-        folders[:] = sorted(f for f in folders if not f.startswith(".") and f not in _READ_WITH_THEIR_SESSION)
+        folders[:] = (
+            sorted(f for f in folders if not f.startswith(".") and f not in _READ_WITH_THEIR_SESSION)
+            if recursive
+            else []
+        )
         for name in sorted(files):
             if name.startswith(".") or name.endswith(".meta.json") or name.startswith("agent-"):
                 continue
@@ -51,14 +57,24 @@ def known_files(directory: Path) -> list[Path]:
     return found
 
 
-def _targets(paths: tuple[Path, ...]) -> Iterator[tuple[Path, bool]]:
+def _targets(paths: tuple[Path, ...], recursive: bool) -> Iterator[tuple[Path, bool]]:
     """Each file to import, and whether it was found in a directory (one no importer reads is then
     passed over, not refused)."""
     for path in paths:
         if path.is_dir():
-            yield from ((found, True) for found in known_files(path))
+            yield from ((found, True) for found in known_files(path, recursive=recursive))
         else:
             yield path, False
+
+
+class _Outcome(NamedTuple):
+    """What became of one file of a command that imports several: imported (its report), or not
+    (`kind` skipped, conflicting or refused, and why)."""
+
+    path: Path
+    report: ImportReport | None = None
+    kind: str = "imported"
+    reason: str = ""
 
 
 @click.command(name="import")
@@ -73,6 +89,12 @@ def _targets(paths: tuple[Path, ...]) -> Iterator[tuple[Path, bool]]:
 )
 @click.option("--as", "as_id", default=None, help="Store the file's session under this id (one file).")
 @click.option("--prefix", default="", help="Put this before every session id stored (e.g. 'run-a/').")
+@click.option("--recursive", "-r", is_flag=True, help="Read the directories given with their sub-folders.")
+@click.option(
+    "--allow-repairs",
+    is_flag=True,
+    help="Import a file even when synthetic 'interrupted' results would answer over a fifth of its calls.",
+)
 @format_choice((*FORMATS, *IMPORTERS, "auto"))
 def import_(
     paths: tuple[Path, ...],
@@ -80,43 +102,124 @@ def import_(
     source_format: str | None,
     as_id: str | None,
     prefix: str,
+    recursive: bool,
+    allow_repairs: bool,
     fmt: str,
 ) -> None:
-    """Import recorded session files, or directories of them (recursively, by the file names agents
-    write: .jsonl, .json, .traj), and report what was done. Each file is one transaction; importing a
-    file again appends only what is new."""
+    """Import recorded session files, or directories of them (the files an agent writes: .jsonl, .json,
+    .traj; sub-folders too with --recursive), and report what was done with each file. Each file is one
+    transaction; importing a file again appends only what is new (a file still being written is read
+    up to its last whole line). Exits 1 when a file could not be imported (the others are)."""
     fmt, source_format = legacy.input_format(fmt, source_format, "import")
     fmt = legacy_format(fmt)
-    targets = list(_targets(paths))
+    targets = list(_targets(paths, recursive))
     if as_id is not None and len(targets) != 1:
         raise click.UsageError(f"--as names one session, and {len(targets)} files were given: use --prefix")
     if not targets:
-        raise click.UsageError("no file an importer reads was found")
-    reports: list[ImportReport] = []
-    skipped: list[str] = []
+        raise click.UsageError(f"no file an importer reads was found{_below(paths, recursive)}")
+    alone = len(targets) == 1 and not targets[0][1]
+    outcomes: list[_Outcome] = []
+    stored_from: dict[str, Path] = {}  # session id -> the file of this command that stored it
     with open_store(db_path, create=True) as store, progress(len(targets), "importing", "files") as bar:
         for path, found in targets:
             try:
-                name, parsed = read_file(path, source_format or "auto")
+                read = read_import(path, source_format or "auto")
+                parsed = renamed(read.sessions, as_id=as_id, prefix=prefix)
+                report = store_parsed(
+                    store.events,
+                    store.counter,
+                    path,
+                    read.format,
+                    parsed,
+                    partial_lines=read.partial_lines,
+                    allow_repairs=allow_repairs,
+                )
             except FormatError as exc:
-                if not found:
+                if alone or not found:
+                    if alone:
+                        raise
+                    outcomes.append(_Outcome(path, kind="refused", reason=exc.reason))
+                else:
+                    outcomes.append(_Outcome(path, kind="skipped", reason=exc.reason))
+            except ConflictError as exc:
+                if alone:
                     raise
-                skipped.append(f"skipped {safe(str(path))}: {safe(exc.reason)}")
-                bar.update(1)
-                continue
-            parsed = renamed(parsed, as_id=as_id, prefix=prefix)
-            reports.append(store_parsed(store.events, store.counter, path, name, parsed))
+                reason = _conflict(parsed, stored_from, exc)
+                outcomes.append(_Outcome(path, kind="conflicting", reason=reason))
+            except TooManyRepairs as exc:
+                if alone:
+                    raise
+                outcomes.append(_Outcome(path, kind="refused", reason=str(exc).removeprefix(f"{path}: ")))
+            else:
+                outcomes.append(_Outcome(path, report))
+                stored_from.update((s.session_id, path) for s in report.sessions)
             bar.update(1)
-    for line in skipped:
-        click.echo(line, err=True)
+    reports = [o.report for o in outcomes if o.report is not None]
+    for report in reports:
+        for partial in report.partial_lines:
+            click.echo(safe(partial.describe()), err=True)
+    for outcome in outcomes:
+        if outcome.report is None:
+            click.echo(f"{outcome.kind} {safe(str(outcome.path))}: {safe(outcome.reason)}", err=True)
     lines = [line for report in reports for line in _report_lines(report)]
-    data: Any = reports[0] if len(reports) == 1 and len(paths) == 1 and not paths[0].is_dir() else reports
+    if not alone:
+        lines.append(_summary(outcomes))
+        below = _below(paths, recursive)
+        if below:
+            lines.append(f"  {below.removeprefix('; ')}")
+    data: Any = reports[0] if alone else reports
     emit(data, fmt, text=lines)
+    failed = [o for o in outcomes if o.kind in ("conflicting", "refused")]
+    if failed:
+        if any(o.kind == "conflicting" for o in failed):
+            click.echo(
+                "hint: files that give the same session id (two runs' run.traj) are kept apart by "
+                "importing each with its own --prefix (e.g. --prefix a/), or one file with --as NAME",
+                err=True,
+            )
+        raise click.ClickException(
+            f"{len(failed)} of {len(outcomes)} files were not imported: "
+            + ", ".join(safe(str(o.path)) for o in failed)
+        )
+
+
+def _conflict(parsed: list[ParsedSession], stored_from: dict[str, Path], exc: ConflictError) -> str:
+    """Why a file conflicts: the file of this command that stored its session first, if one did."""
+    for session in parsed:
+        first = stored_from.get(session.session_id)
+        if first is not None:
+            return (
+                f"session {session.session_id!r} was imported from {first} by this command, with another "
+                "history; nothing of this file was imported"
+            )
+    return f"{exc}; nothing of this file was imported"
+
+
+def _summary(outcomes: list[_Outcome]) -> str:
+    """One line that says what the command did with its files, matching what was stored."""
+    reports = [o.report for o in outcomes if o.report is not None]
+    sessions = sum(len(r.sessions) for r in reports)
+    new = sum(s.appended for r in reports for s in r.sessions)
+    line = f"imported {len(reports)} of {len(outcomes)} files: {sessions} sessions, {new} new messages"
+    for kind in ("conflicting", "refused", "skipped"):
+        count = sum(1 for o in outcomes if o.kind == kind)
+        if count:
+            line += f"; {count} {kind}"
+    return line
+
+
+def _below(paths: tuple[Path, ...], recursive: bool) -> str:
+    """A note on the files left in sub-folders of the directories given, when not `recursive`."""
+    if recursive:
+        return ""
+    deeper = sum(len(known_files(p)) - len(known_files(p, recursive=False)) for p in paths if p.is_dir())
+    return f"; {deeper} more in sub-folders: pass --recursive to read them" if deeper else ""
 
 
 def _report_lines(report: ImportReport) -> list[str]:
     lines = [
-        f"{safe(report.path)}: {report.format}, {len(report.sessions)} sessions, {report.messages} messages"
+        f"{safe(report.path)}: {report.format}, {len(report.sessions)} sessions, {report.messages} messages, "
+        f"{len(report.repairs)} repairs"
     ]
     lines += table(
         [

@@ -102,7 +102,7 @@ def _unsure(path: Path, reason: str, looks: str | None = None) -> FormatError:
         path,
         None,
         f"cannot tell the format: {reason}{seen}; tried {', '.join(IMPORTERS)}; "
-        "pass the format explicitly (--format) if it is one of them",
+        "name the format if it is one of them (transcript import --from NAME; format=NAME in the API)",
     )
 
 
@@ -245,7 +245,8 @@ def _looks_openai(messages: list[Any]) -> bool:
     for message in messages:
         if not isinstance(message, dict):
             continue
-        if message.get("role") in _OPENAI_ROLES or any(key in message for key in _OPENAI_KEYS):
+        role = message.get("role")
+        if (isinstance(role, str) and role in _OPENAI_ROLES) or any(key in message for key in _OPENAI_KEYS):
             return True
         if _part_types(message) & _OPENAI_PARTS:
             return True

@@ -27,6 +27,7 @@ import msgspec
 
 from transcript.formats.base import BadRecord, FormatError, ParsedSession, Repair, RepairKind, Where
 from transcript.formats.files import ReadBudget, read_file
+from transcript.formats.growing import whole_lines
 from transcript.model import (
     INTERRUPTED_RESULT,
     ImagePart,
@@ -51,8 +52,9 @@ TOO_DEEP: Final = f"nested deeper than the {MAX_JSON_DEPTH} levels a stored valu
 def read_bytes(path: Path, budget: ReadBudget | None = None, *, follow: bool = True) -> bytes:
     """The file's bytes, without a leading UTF-8 byte-order mark: every importer reads its files here,
     so what detection accepts with a BOM the importer reads too, and each file is opened safely
-    (`files.read_file`: a regular file within the import's `budget`; a link only when `follow`)."""
-    return read_file(path, budget, follow=follow).removeprefix(UTF8_BOM)
+    (`files.read_file`: a regular file within the import's `budget`; a link only when `follow`). JSON
+    lines are read up to their last whole line (`growing.whole_lines`: a file still being written)."""
+    return whole_lines(path, read_file(path, budget, follow=follow).removeprefix(UTF8_BOM))
 
 
 def json_lines(path: Path, data: bytes) -> Iterator[tuple[int, Any]]:

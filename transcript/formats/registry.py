@@ -20,3 +20,23 @@ IMPORTERS: Final = {
     "anthropic-json": "transcript.formats.anthropic_messages",
     "llm-logs": "transcript.formats.llm_logs",
 }
+
+# format name -> what its files are, in words (for messages naming the format a file looks like)
+DESCRIPTIONS: Final = {
+    "claude-code": "a Claude Code session (JSON lines)",
+    "codex": "an OpenAI Codex CLI rollout (JSON lines)",
+    "gemini-cli": "a Gemini CLI chat recording",
+    "openhands": "an OpenHands trajectory or evaluation output",
+    "swe-agent": "a SWE-agent trajectory (.traj)",
+    "mini-swe-agent": "a mini-swe-agent trajectory (.traj.json)",
+    "openai-jsonl": "OpenAI chat messages as JSON lines",
+    "openai-json": "a JSON document of OpenAI chat messages",
+    "anthropic-json": "an Anthropic Messages request (or a list of its messages)",
+    "llm-logs": "an llm logs database",
+}
+
+
+def describe(name: str) -> str:
+    """What files of the format `name` are, in words, naming it."""
+    what = DESCRIPTIONS.get(name)
+    return f"{what} ({name})" if what else repr(name)

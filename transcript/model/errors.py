@@ -118,3 +118,15 @@ class RedactedContent(DuplicateMessage):
 class SecretFound(TranscriptError, ValueError):
     """A message holds what looks like a secret (an API key, a private key) and the store was opened
     to refuse them at append (`secrets="refuse"`); nothing was written. The error never quotes it."""
+
+
+class TooManyRepairs(InvalidMessage):
+    """An import would answer more of a file's tool calls with synthetic results than a file read
+    rightly ever needs (a sign that the importer misreads it: its results are where it does not look);
+    nothing was stored. `allow_repairs=True` (`transcript import --allow-repairs`) imports it anyway."""
+
+    def __init__(self, message: str, *, path: str, repaired: int, calls: int) -> None:
+        super().__init__(message)
+        self.path = path
+        self.repaired = repaired
+        self.calls = calls

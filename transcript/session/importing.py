@@ -15,13 +15,20 @@ import contextlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
 from transcript.formats import detect_format, parse
-from transcript.formats.base import ParsedSession, Repair
-from transcript.model.errors import ConflictError, InvalidArgument, InvalidMessage, TranscriptError
+from transcript.formats.base import FormatError, ParsedSession, Repair
+from transcript.formats.growing import PartialLine, noting_partial_lines
+from transcript.model.errors import (
+    ConflictError,
+    InvalidArgument,
+    InvalidMessage,
+    TooManyRepairs,
+    TranscriptError,
+)
 from transcript.model.events import Event, SessionStarted
 from transcript.model.ids import check_session_id
 from transcript.model.message import Message
@@ -48,12 +55,14 @@ class SessionReport(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     superseded: tuple[str, ...] = ()
 
 
-class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
-    """What `Store.import_file` did: the detected format and one report per session."""
+class ImportReport(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What `Store.import_file` did: the detected format, one report per session, and the half-written
+    last line of a file still being written that was left for the next import (`partial_lines`)."""
 
     path: str
     format: str
     sessions: tuple[SessionReport, ...]
+    partial_lines: tuple[PartialLine, ...] = ()
 
     @property
     def messages(self) -> int:
@@ -74,26 +83,129 @@ def import_file(
     *,
     as_id: str | None = None,
     prefix: str = "",
+    allow_repairs: bool = False,
 ) -> ImportReport:
     """Parse a file (detecting its format unless given) and store its sessions in one transaction;
-    `as_id` names its session (and the sub-agents under it), `prefix` goes before every session id."""
-    name, parsed = read_file(path, format)
-    return store_parsed(store, counter, path, name, renamed(parsed, as_id=as_id, prefix=prefix))
+    `as_id` names its session (and the sub-agents under it), `prefix` goes before every session id.
+    A file whose calls would mostly be answered by synthetic results is refused (`TooManyRepairs`)
+    unless `allow_repairs`."""
+    read = read_import(path, format)
+    return store_parsed(
+        store,
+        counter,
+        path,
+        read.format,
+        renamed(read.sessions, as_id=as_id, prefix=prefix),
+        partial_lines=read.partial_lines,
+        allow_repairs=allow_repairs,
+    )
+
+
+class ReadFile(NamedTuple):
+    """A file as an import reads it: its format, its sessions, the half-written lines left out."""
+
+    format: str
+    sessions: list[ParsedSession]
+    partial_lines: tuple[PartialLine, ...] = ()
 
 
 def read_file(path: str | Path, format: str = "auto") -> tuple[str, list[ParsedSession]]:
     """The format of a file (detected unless given) and its sessions as parsed: nothing is stored."""
+    read = read_import(path, format)
+    return read.format, read.sessions
+
+
+def read_import(path: str | Path, format: str = "auto") -> ReadFile:
+    """The format of a file (detected unless given), its sessions as parsed, and the half-written last
+    line of each file read that was left for a later import (a file still being written); nothing is
+    stored. A file refused in the format given is refused saying what the file looks like instead."""
     _check_file(path)
-    name = detect_format(path) if format == "auto" else format
-    return name, parse(path, name)
+    with noting_partial_lines() as partial:
+        name = detect_format(path) if format == "auto" else format
+        try:
+            sessions = parse(path, name)
+        except FormatError as exc:
+            if format == "auto":
+                raise
+            raise _looks_like(path, name, exc) from exc
+    return ReadFile(name, sessions, tuple(partial.values()))
+
+
+def _looks_like(path: str | Path, name: str, error: FormatError) -> FormatError:
+    """The error of a file refused in the format it was said to be, naming the format it looks like."""
+    from transcript.formats.registry import describe
+
+    with noting_partial_lines():  # (what detection reads again is noted already)
+        try:
+            looks = detect_format(path)
+        except FormatError:
+            return error
+    if looks == name:
+        return error
+    reason = (
+        f"{error.reason}; this does not read as {describe(name)}, and the file looks like "
+        f"{describe(looks)}: import it with --from {looks} (or without --from: the format is detected)"
+    )
+    return FormatError(error.path, error.line, reason)
 
 
 def store_parsed(
-    store: EventStore, counter: TokenCounter, path: str | Path, name: str, parsed: Sequence[ParsedSession]
+    store: EventStore,
+    counter: TokenCounter,
+    path: str | Path,
+    name: str,
+    parsed: Sequence[ParsedSession],
+    *,
+    partial_lines: tuple[PartialLine, ...] = (),
+    allow_repairs: bool = False,
 ) -> ImportReport:
-    """Store the sessions parsed from the file at `path` in format `name`, in one transaction."""
+    """Store the sessions parsed from the file at `path` in format `name`, in one transaction; refused
+    (`TooManyRepairs`, nothing stored) when synthetic results would answer too many of its calls,
+    unless `allow_repairs`."""
+    if not allow_repairs:
+        check_repairs(path, name, parsed)
     reports = import_sessions(store, counter, parsed, source=f"{name}:{Path(path).name}")
-    return ImportReport(path=str(path), format=name, sessions=tuple(reports))
+    return ImportReport(path=str(path), format=name, sessions=tuple(reports), partial_lines=partial_lines)
+
+
+# A file read rightly needs a synthetic result for a call only where its agent was interrupted: at
+# most a fifth of its calls (counted once it has this many); more says the results are not where the
+# importer looks (another format, or a newer release of this one).
+REPAIRED_SHARE: Final = 0.2
+REPAIRED_MIN_CALLS: Final = 10
+
+
+def repaired_calls(parsed: Sequence[ParsedSession]) -> tuple[int, int]:
+    """The calls of the parsed sessions that synthetic "interrupted" results answer, and all calls.
+    Calls still pending at the very end of a session (a file still being written) do not count."""
+    repaired = calls = 0
+    for session in parsed:
+        calls += sum(len(m.tool_calls) for m in session.messages)
+        tail = len(session.messages)
+        while tail > 0 and session.messages[tail - 1].role == "tool":
+            tail -= 1
+        pending = {m.id for m in session.messages[tail:]}
+        repaired += sum(
+            1 for r in session.repairs if r.kind == "synthetic_result" and r.message_id not in pending
+        )
+    return repaired, calls
+
+
+def check_repairs(path: str | Path, name: str, parsed: Sequence[ParsedSession]) -> None:
+    """`TooManyRepairs` when synthetic results would answer more than a fifth of the file's calls."""
+    repaired, calls = repaired_calls(parsed)
+    if calls < REPAIRED_MIN_CALLS or repaired <= calls * REPAIRED_SHARE:
+        return
+    raise TooManyRepairs(
+        f"{path}: read as {name}, {repaired} of its {calls} tool calls would be answered by a synthetic "
+        f"'interrupted' result ({repaired / calls:.0%}; a file read rightly needs at most "
+        f"{REPAIRED_SHARE:.0%}): its results are probably written in a way the {name} importer does not "
+        "read, so the stored history would say those tools failed; nothing was imported. Try another "
+        "format (--from), or import it as it is with --allow-repairs (allow_repairs=True)",
+        path=str(path),
+        repaired=repaired,
+        calls=calls,
+    )
 
 
 def renamed(

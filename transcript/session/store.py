@@ -166,18 +166,29 @@ class Store:
         return transcript
 
     def import_file(
-        self, path: str | Path, format: str = "auto", *, as_id: str | None = None, prefix: str = ""
+        self,
+        path: str | Path,
+        format: str = "auto",
+        *,
+        as_id: str | None = None,
+        prefix: str = "",
+        allow_repairs: bool = False,
     ) -> ImportReport:
         """Import a recorded session file (all its sessions in one transaction); see `transcript.formats`.
 
         `as_id` stores its session under that id (its sub-agents under `<as_id>/...`; a file of several
-        top-level sessions is refused), `prefix` goes before every session id it stores.
+        top-level sessions is refused), `prefix` goes before every session id it stores. A file whose
+        calls synthetic results would mostly answer is refused (`TooManyRepairs`) unless `allow_repairs`.
         """
         if as_id is not None and not isinstance(as_id, str):
             raise InvalidArgument(f"as_id is a session id, not {type(as_id).__name__}")
         if not isinstance(prefix, str):
             raise InvalidArgument(f"prefix is a string, not {type(prefix).__name__}")
-        return import_file(self.events, self.counter, path, format, as_id=as_id, prefix=prefix)
+        if not isinstance(allow_repairs, bool):
+            raise InvalidArgument(f"allow_repairs is a bool, not {type(allow_repairs).__name__}")
+        return import_file(
+            self.events, self.counter, path, format, as_id=as_id, prefix=prefix, allow_repairs=allow_repairs
+        )
 
     def backup(self, target: str | Path) -> None:
         """A consistent copy of the whole file at `target` (a new file, mode 0600), taken while other
