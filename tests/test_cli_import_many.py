@@ -34,7 +34,6 @@ def test_a_directory_of_the_corpus_gives_the_same_sessions_as_each_file_alone(tm
     nested = tmp_path / "runs"
     for i, path in enumerate(CORPUS_FILES):  # a tree, as agents leave them: one folder per run
         (nested / f"run-{i}").mkdir(parents=True)
-        # (copied with its time: a file that records none is dated by it)
         shutil.copy2(path, nested / f"run-{i}" / path.name)
     (nested / "README.md").write_text("not a session")  # a name no importer reads is passed over
     at_once = tmp_path / "dir.db"

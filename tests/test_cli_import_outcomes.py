@@ -6,15 +6,18 @@ file whose calls synthetic results would mostly answer refused unless --allow-re
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import CORPUS
 from tests.test_cli import SWE_FC, SWE_GPT4, run, run_json
 from transcript import Store
 from transcript.cli.options import EXIT_FAILURE, EXIT_USAGE
+from transcript.cli.picking import LATEST, resolve
 from transcript.model.errors import TooManyRepairs
 from transcript.session.importing import REPAIRED_MIN_CALLS
 
@@ -139,3 +142,18 @@ def test_the_format_hint_names_from(tmp_path: Path) -> None:
     result = run(["import", junk, "--db", tmp_path / "t.db"], code=EXIT_FAILURE)
     assert "--from NAME" in result.stderr
     assert "--format" not in result.stderr
+
+
+def test_a_session_that_records_no_time_never_wins_latest_and_lists_no_time(tmp_path: Path) -> None:
+    dated = CORPUS / "claude-code_ccviewer_5c0375b4.jsonl"  # records its times (2025)
+    undated = tmp_path / "run.traj"  # SWE-agent records none; the copy is the newest file here
+    shutil.copy(SWE_FC, undated)
+    os.utime(undated)
+    db = tmp_path / "t.db"
+    run(["import", dated, "--db", db])
+    run(["import", undated, "--db", db])
+    with Store.open(db) as store:
+        infos = store.sessions()
+        assert resolve(infos, LATEST, str(db)) == "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
+    row = next(line for line in run(["sessions", "--db", db]).stdout.splitlines() if line.startswith("run "))
+    assert row.count("—") == 2  # first and last

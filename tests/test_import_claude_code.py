@@ -17,7 +17,7 @@ from hypothesis import given, strategies as st
 from tests.conftest import CORPUS
 from tests.helpers import dump
 from transcript import Store, verify
-from transcript.formats.base import FormatError
+from transcript.formats.base import UNDATED, FormatError
 from transcript.formats.claude_code import parse
 from transcript.model import (
     INTERRUPTED_RESULT,
@@ -470,14 +470,14 @@ def test_sidechains_link_by_prompt_also_for_agent_and_warn_when_unlinked(tmp_pat
     assert [len(m) for m in stored_sessions] == [3, 2, 2]
 
 
-def test_missing_timestamps_use_the_file_time_in_utc(tmp_path: Path) -> None:
+def test_missing_timestamps_are_undated_never_the_file_time(tmp_path: Path) -> None:
     records = chain(user("u1", "hi"), assistant("a1", "m1", text("hello")))
     for record in records:
         del record["timestamp"]
     path = write(tmp_path, records)
     os.utime(path, (1_700_000_000, 1_700_000_000))
     (session,) = parse(path)
-    assert {m.created_at for m in session.messages} == {datetime.fromtimestamp(1_700_000_000, UTC)}
+    assert {m.created_at for m in session.messages} == {UNDATED}
 
 
 def test_branches_and_bookkeeping_records_are_named_in_warnings(tmp_path: Path) -> None:

@@ -14,10 +14,12 @@ from tests.conftest import PROJECT_ROOT
 from tests.helpers import dump
 from tests.import_checks import assert_paired, refused
 from transcript import ReasoningPart, RedactedReasoningPart, Store, ToolCall
-from transcript.formats import parse
+from transcript.formats import FormatError, detect_format, parse
+from transcript.formats.codex import OLDER_LAYOUT
 
 FIXTURES = PROJECT_ROOT / "fixtures" / "formats" / "codex"
-FILES = sorted(FIXTURES.glob("*.jsonl"))
+# (the older layout, without the `{timestamp, type, payload}` wrapper, has tests of its own below)
+FILES = sorted(p for p in FIXTURES.glob("*.jsonl") if "older_layout" not in p.name)
 BUILT = FIXTURES / "rollout_0.80.0_built.jsonl"
 HEAD = FIXTURES / "rollout_0.39.0_vibecodingtracker_head.jsonl"
 ASSISTANT_ITEMS = ("reasoning", "function_call", "custom_tool_call", "local_shell_call")
@@ -198,3 +200,40 @@ def test_a_malformed_record_is_refused_naming_its_line(
     error = refused(store, path, "codex")
     assert error.line == 4 and reason in error.reason
     assert dump(store) == before
+
+
+OLDER = FIXTURES / "rollout_2025-08_older_layout_built.jsonl"
+
+
+def test_an_older_rollout_imports_with_its_calls_paired(tmp_path: Path) -> None:
+    """The layout before `session_meta` (issue 41): a header line, bare response items and
+    `{"record_type": "state"}` lines, detected as codex and read with every call answered."""
+    assert detect_format(OLDER) == "codex"
+    (session,) = parse(OLDER, "codex")
+    header = json.loads(OLDER.read_text().splitlines()[0])
+    assert session.session_id == header["id"]
+    assert session.metadata["layout"] == OLDER_LAYOUT
+    assert session.metadata["git"] == header["git"]
+    calls = [c for m in session.messages for c in m.tool_calls]
+    results = [r for m in session.messages for r in m.tool_results]
+    items = [json.loads(line) for line in OLDER.read_text().splitlines()]
+    assert len(calls) == sum(1 for i in items if i.get("type") == "function_call") > 0
+    assert sorted(r.call_id for r in results) == sorted(c.id for c in calls)
+    assert not session.repairs and not any(r.is_error for r in results)
+    assert_paired(session.messages)
+    states = sum(1 for i in items if "record_type" in i)
+    assert f"skipped {states} 'record_type state' record(s)" in " ".join(session.warnings)
+    # Bare items record no time: they take the header's, never the file's.
+    assert {m.created_at.isoformat() for m in session.messages} == {"2025-08-21T14:02:37.118000+00:00"}
+    with Store.open(tmp_path / "t.db") as store:
+        assert store.import_file(OLDER).sessions[0].appended == len(session.messages)
+
+
+def test_an_unknown_record_in_an_older_rollout_names_the_layouts(tmp_path: Path) -> None:
+    lines = OLDER.read_text().splitlines()
+    lines.insert(3, json.dumps({"kind": "something else"}))
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(FormatError) as caught:
+        parse(path, "codex")
+    assert caught.value.line == 4 and "older layout" in caught.value.reason

@@ -17,6 +17,7 @@ from transcript.cli.options import (
 )
 from transcript.cli.output import emit, message_lines, safe, table, to_builtins
 from transcript.cli.picking import by_activity, pick_session
+from transcript.formats.base import UNDATED_ISO
 from transcript.model.message import Message
 from transcript.session.replay import view_at
 from transcript.session.store import Store
@@ -71,7 +72,10 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _minute(when: str) -> str:
-    """An ISO time to the minute, as a column shows it (`2025-09-07 09:52`)."""
+    """An ISO time to the minute, as a column shows it (`2025-09-07 09:52`); "—" for a session that
+    records no time (its messages are stored at `UNDATED`)."""
+    if when.startswith(UNDATED_ISO):
+        return "—"
     return when[:16].replace("T", " ")
 
 

@@ -30,9 +30,9 @@ from transcript.formats.pairing import (
     THINKING_BLOCKS,
     SessionBuilder,
     decode_json,
-    file_time,
     read_bytes,
     thinking_part,
+    undated_time,
 )
 from transcript.model import (
     DocumentPart,
@@ -68,7 +68,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
     if not isinstance(messages, list):
         raise where.error("'messages' must be a list")
     builder = SessionBuilder(path.stem)
-    created_at = file_time(path)
+    created_at = undated_time(path)
     if system is not None:
         builder.add("system", _system_parts(system, where.at("system")), where, created_at)
     for index, message in enumerate(messages):

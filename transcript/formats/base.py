@@ -12,14 +12,20 @@ is a `FormatError` naming the file and line (`Where` builds one; `BadRecord` is 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, ParamSpec, TypeAlias, TypeVar
+from typing import Any, Final, Literal, NamedTuple, ParamSpec, TypeAlias, TypeVar
 
 import msgspec
 
 from transcript.model import Message, check_message
 from transcript.model.errors import InvalidMessage
 from transcript.model.usage import Usage
+
+# The time of a record that carries none (the Unix epoch): a session that records no time sorts
+# before every dated one (`latest` never picks it) and its listing shows no time ("—").
+UNDATED: Final = datetime(1970, 1, 1, tzinfo=UTC)
+UNDATED_ISO: Final = "1970-01-01T00:00:00"
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")

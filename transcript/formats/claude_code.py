@@ -45,7 +45,7 @@ from transcript.formats.claude_code_records import (
 )
 from transcript.formats.claude_code_thread import Branches, Thread, some
 from transcript.formats.files import ReadBudget, as_path, check_folder, read_file
-from transcript.formats.pairing import UTF8_BOM, decode_json, file_time, read_bytes
+from transcript.formats.pairing import UTF8_BOM, decode_json, read_bytes, undated_time
 from transcript.model import Message
 from transcript.model.errors import InvalidArgument
 from transcript.model.usage import Usage, anthropic_usage
@@ -126,7 +126,7 @@ class _Reader:
         self._add(thread, record, line)
 
     def _add(self, thread: Thread, record: User | Assistant, line: int) -> None:
-        at = record.timestamp if record.timestamp is not None else self._file_time()
+        at = record.timestamp if record.timestamp is not None else self._undated_time()
         thread.add(record, line, at)
         if isinstance(record, Assistant):
             self._note_calls(record)
@@ -169,7 +169,7 @@ class _Reader:
         self._progress_seen.add(turn.uuid)
         thread = self._open(key, line)
         if not thread.messages and thread.step is None and isinstance(turn, Assistant) and progress.prompt:
-            at = turn.timestamp or self._file_time()
+            at = turn.timestamp or self._undated_time()
             prompt = Message.user(
                 progress.prompt, id=f"{key}/prompt", created_at=at, metadata={"from": "prompt"}
             )
@@ -189,9 +189,9 @@ class _Reader:
                     description if isinstance(description, str) else None,
                 )
 
-    def _file_time(self) -> datetime:
+    def _undated_time(self) -> datetime:
         if self._mtime is None:
-            self._mtime = file_time(self.path)
+            self._mtime = undated_time(self.path)
         return self._mtime
 
 

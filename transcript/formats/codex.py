@@ -44,13 +44,13 @@ from transcript.formats.base import BadRecord, FormatError, ImportedCompaction, 
 from transcript.formats.files import as_path
 from transcript.formats.pairing import (
     History,
-    file_time,
     get_str,
     image_part,
     json_lines,
     line_of,
     parse_time,
     read_bytes,
+    undated_time,
 )
 from transcript.model import (
     ImagePart,
@@ -66,6 +66,17 @@ from transcript.model.usage import Usage, codex_usage
 LINE_TYPES: Final = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
 CALL_ITEMS: Final = ("function_call", "custom_tool_call", "local_shell_call")
 OUTPUT_ITEMS: Final = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+# The response items the older layout wrote bare, one a line (no `{timestamp, type, payload}` wrapper).
+RESPONSE_ITEMS: Final = (
+    "message",
+    "reasoning",
+    *CALL_ITEMS,
+    *OUTPUT_ITEMS,
+    "web_search_call",
+    "ghost_snapshot",
+    "compaction",
+)
+OLDER_LAYOUT: Final = "before September 2025: a header line, bare response items, record_type state lines"
 ENVIRONMENT_PREFIX: Final = "<environment_context>"
 INSTRUCTION_PREFIXES: Final = ("# AGENTS.md instructions", "<user_instructions>")
 _META_KEYS: Final = ("cwd", "originator", "cli_version", "source", "model_provider", "git")
@@ -103,7 +114,8 @@ class _Rollout:
         self.skipped: Counter[str] = Counter()
         self.model: str | None = None
         self.response: _Response | None = None
-        self.mtime = file_time(path)
+        self.mtime = undated_time(path)
+        self.first_line: int | None = None
         self.compactions: dict[str, ImportedCompaction] = {}
         self.replaced: set[str] = set()  # messages an earlier compaction took out of the view
         self.notes: list[str] = []
@@ -117,7 +129,10 @@ class _Rollout:
             raise where.error(f"a record must be a JSON object, not {type(record).__name__}")
         kind = record.get("type")
         if kind not in LINE_TYPES:
-            raise where.error(f"unknown record type {kind!r} (expected one of {', '.join(LINE_TYPES)})")
+            record = self._older(record, where)
+            if record is None:
+                return
+            kind = "response_item"
         payload = record.get("payload")
         if not isinstance(payload, dict):
             raise where.error("'payload' must be an object")
@@ -140,6 +155,27 @@ class _Rollout:
             self.skipped[label] += 1
             if kind == "event_msg" and payload.get("type") == "token_count":
                 where.read(self._token_count, payload)
+
+    def _older(self, record: dict[str, Any], where: Where) -> dict[str, Any] | None:
+        """A record of the older layout (Codex until September 2025) as this layout's record: the
+        header line `{id, timestamp, instructions, git}` as a `session_meta`, a bare response item as a
+        `response_item` (its time the header's: bare items record none), `{"record_type": "state"}`
+        skipped (None). Anything else is an unknown record."""
+        kind = record.get("type")
+        if kind is None and record.get("record_type") is not None:
+            self.skipped[f"record_type {record.get('record_type')}"] += 1
+            return None
+        if kind is None and where.line == self.first_line and "id" in record and "timestamp" in record:
+            self._session_meta(record, where)
+            self.metadata["layout"] = OLDER_LAYOUT
+            self.mtime = where.read(parse_time, record.get("timestamp"), self.mtime)[0]
+            return None
+        if isinstance(kind, str) and kind in RESPONSE_ITEMS and "payload" not in record:
+            return {"type": "response_item", "payload": record}
+        raise where.error(
+            f"unknown record type {kind!r} (expected one of {', '.join(LINE_TYPES)}, or the older layout's "
+            "header, record_type and bare response items)"
+        )
 
     def _token_count(self, payload: dict[str, Any]) -> None:
         """A `token_count` event: the billed usage of one model call. Codex writes it after that call's
@@ -483,6 +519,8 @@ def parse(path: str | Path) -> list[ParsedSession]:
     seen = False
     for number, record in json_lines(path, read_bytes(path)):
         where = Where(str(path), number)
+        if rollout.first_line is None:
+            rollout.first_line = number
         where.read(rollout.record, record, where)
         seen = True
     if not seen:

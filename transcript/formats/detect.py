@@ -1,7 +1,8 @@
 """Which importer reads a file, told from its content (never from its name alone).
 
 JSON lines are recognised by their first records: Claude Code (`type` user/assistant/summary with
-`sessionId`/`uuid`/`leafUuid`), Codex CLI (`{timestamp, type: session_meta|response_item|..., payload}`),
+`sessionId`/`uuid`/`leafUuid`), Codex CLI (`{timestamp, type: session_meta|response_item|..., payload}`,
+or the older layout's `{id, timestamp, instructions}` header and `{"record_type": "state"}` lines),
 Gemini CLI (a header with `sessionId` and `projectHash`), OpenHands evaluation and resolver output
 (`history` + `instance_id`, `issue` or `instruction`), OpenAI chat (`role`, or `messages`). A JSON
 document by its top-level shape: SWE-agent (`history` + `trajectory`), mini-swe-agent
@@ -143,6 +144,11 @@ def _line_format(record: Any) -> str | None:
         return "claude-code"
     if kind in _CODEX_TYPES and isinstance(record.get("payload"), dict):
         return "codex"
+    if "type" not in record and (
+        "record_type" in record
+        or ({"id", "timestamp", "instructions"} <= record.keys() and "history" not in record)
+    ):
+        return "codex"  # the older rollout layout: a header line, then `record_type` state lines
     if "history" in record and any(key in record for key in ("instance_id", "issue", "instruction")):
         return "openhands"
     if isinstance(record.get("role"), str) or isinstance(record.get("messages"), list):

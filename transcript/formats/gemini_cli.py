@@ -28,12 +28,12 @@ from transcript.formats.files import as_path
 from transcript.formats.pairing import (
     History,
     decode_json,
-    file_time,
     get_str,
     json_lines,
     line_of,
     parse_time,
     read_bytes,
+    undated_time,
 )
 from transcript.formats.record_lines import RecordLines
 from transcript.model import ImagePart, Message, Part, ReasoningPart, ResultContent, TextPart, ToolCall
@@ -122,7 +122,7 @@ class _Chat:
         self.lines: list[int | None] = []
         self.history = History(line_of(self.lines))
         self.hidden: dict[str, str] = {}
-        self.mtime = file_time(path)
+        self.mtime = undated_time(path)
 
     def message(self, record: object, where: Where) -> None:
         if not isinstance(record, dict):

@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 from transcript.formats.base import BadRecord, FormatError, ParsedSession
 from transcript.formats.files import as_path, read_file
-from transcript.formats.pairing import History, file_time, parse_time
+from transcript.formats.pairing import History, parse_time, undated_time
 from transcript.model import Message, Part, ReasoningPart, TextPart, ToolCall
 from transcript.model.usage import Usage
 
@@ -69,7 +69,7 @@ def _sessions(path: Path, db: sqlite3.Connection) -> list[ParsedSession]:
                 path, None, "an llm logs database of a release before 0.36 (no message store): not supported"
             )
         raise FormatError(path, None, "not an llm logs database (no threads, messages and parts tables)")
-    fallback = file_time(path)
+    fallback = undated_time(path)
     turns = _turns(db, tables)
     sessions = []
     for thread in db.execute("select * from threads order by datetime_utc, id").fetchall():

@@ -29,7 +29,7 @@ import msgspec
 
 from transcript.formats.base import BadRecord, FormatError, ParsedSession
 from transcript.formats.files import as_path
-from transcript.formats.pairing import History, decode_document, file_time, get_str, read_bytes, tool_calls
+from transcript.formats.pairing import History, decode_document, get_str, read_bytes, tool_calls, undated_time
 from transcript.formats.record_lines import RecordLines
 from transcript.model import Message, TextPart
 from transcript.model.errors import InvalidMessage
@@ -59,7 +59,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
     instance = document.get("instance_id") if isinstance(document, dict) else None
     session_id = instance if isinstance(instance, str) and instance else path.name.removesuffix(".json")
     session_id = session_id.removesuffix(".traj")
-    trajectory = _Trajectory(session_id, file_time(path), History(lines))
+    trajectory = _Trajectory(session_id, undated_time(path), History(lines))
     for index, message in enumerate(messages):
         try:
             trajectory.message(message, index)

@@ -29,11 +29,11 @@ from transcript.formats.pairing import (
     SessionBuilder,
     data_url,
     decode_document,
-    file_time,
     iso_time,
     json_lines,
     read_bytes,
     tool_call,
+    undated_time,
 )
 from transcript.formats.record_lines import RecordLines
 from transcript.model import (
@@ -55,7 +55,7 @@ _ENCODER: Final = msgspec.json.Encoder()
 def parse(path: str | Path) -> list[ParsedSession]:
     """The sessions of an OpenAI chat JSONL file; raises `FormatError` naming the bad line."""
     path = as_path(path)
-    default_time = file_time(path)
+    default_time = undated_time(path)
     records = list(json_lines(path, read_bytes(path)))
     if not records:
         raise FormatError(path, None, "the file holds no records")
@@ -81,7 +81,7 @@ def parse_document(path: str | Path) -> list[ParsedSession]:
     if not isinstance(messages, list) or not messages:
         raise FormatError(path, 1, 'expected a non-empty array of messages, or {"messages": [...]}')
     lines = RecordLines(data, key)
-    default_time = file_time(path)
+    default_time = undated_time(path)
     builder = SessionBuilder(path.stem)
     for index, item in enumerate(messages):
         where = Where(str(path), lines(index), f"messages[{index}]")

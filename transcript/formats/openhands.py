@@ -41,7 +41,6 @@ from transcript.formats.pairing import (
     assistant_text,
     decode_document,
     decode_json,
-    file_time,
     get_dict,
     get_str,
     image_part,
@@ -49,6 +48,7 @@ from transcript.formats.pairing import (
     parse_time,
     read_bytes,
     tool_call,
+    undated_time,
 )
 from transcript.formats.record_lines import RecordLines
 from transcript.model import ImagePart, Message, ReasoningPart, TextPart, ToolCall
@@ -69,7 +69,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
     """The sessions of an OpenHands event array (one session) or evaluation JSONL (one per run)."""
     path = as_path(path)
     data = read_bytes(path)
-    mtime = file_time(path)
+    mtime = undated_time(path)
     if data.lstrip().startswith(b"["):
         events = decode_document(path, data)
         lines = RecordLines(data)

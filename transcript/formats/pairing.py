@@ -25,7 +25,7 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from transcript.formats.base import BadRecord, FormatError, ParsedSession, Repair, RepairKind, Where
+from transcript.formats.base import UNDATED, BadRecord, FormatError, ParsedSession, Repair, RepairKind, Where
 from transcript.formats.files import ReadBudget, read_file
 from transcript.formats.growing import whole_lines
 from transcript.model import (
@@ -85,9 +85,12 @@ def line_of(lines: Sequence[int | None]) -> Callable[[int], int | None]:
     return lambda index: lines[index] if 0 <= index < len(lines) else None
 
 
-def file_time(path: Path) -> datetime:
-    """The file's modification time in UTC: the `created_at` of records that carry no time."""
-    return datetime.fromtimestamp(path.stat().st_mtime, UTC)
+def undated_time(path: Path) -> datetime:
+    """The `created_at` of records that carry no time: `UNDATED`, the Unix epoch, never the file's
+    modification time (which says when the file was last copied, and made a session that records no
+    time look like the newest one)."""
+    del path  # (every file's undated records are stored alike)
+    return UNDATED
 
 
 # A high surrogate escape not followed by a low one, or a low one not preceded by a high one.

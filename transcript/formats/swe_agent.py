@@ -30,12 +30,12 @@ from transcript.formats.pairing import (
     History,
     assistant_text,
     decode_document,
-    file_time,
     get_str,
     image_part,
     read_bytes,
     thinking_part,
     tool_calls,
+    undated_time,
 )
 from transcript.formats.record_lines import RecordLines
 from transcript.model import (
@@ -70,7 +70,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
         raise FormatError(path, 1, "a SWE-agent trajectory must be a JSON object with a 'history' list")
     lines = RecordLines(data, "history")
     session_id = path.stem
-    created_at = file_time(path)
+    created_at = undated_time(path)
     history = History(lines)
     demos = 0
     previous: object = None
