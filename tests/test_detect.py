@@ -57,18 +57,26 @@ def test_fixtures(name: str, expected: str) -> None:
     assert detect(PROJECT_ROOT / "fixtures" / name) == expected
 
 
-# fixtures/formats/<format>/...: the folder names the format (the sub-agent files are read with their
-# session, and meta files are no transcripts).
+# fixtures/formats/<format>/...: the folder names the format (the sub-agent files and Cline's
+# ui_messages.json are read with their session, and meta files are no transcripts).
 FORMAT_FILES = sorted(
     p
     for p in (PROJECT_ROOT / "fixtures" / "formats").rglob("*.json*")
-    if "subagents" not in p.parts and not p.name.endswith(".meta.json")
+    if "subagents" not in p.parts and not p.name.endswith(".meta.json") and p.name != "ui_messages.json"
 )
 
 
 def test_there_is_a_fixture_of_every_new_format() -> None:
     folders = {p.relative_to(PROJECT_ROOT / "fixtures" / "formats").parts[0] for p in FORMAT_FILES}
-    assert folders == {"claude-code", "codex", "gemini-cli", "mini-swe-agent", "openai-json", "openhands"}
+    assert folders == {
+        "claude-code",
+        "cline",
+        "codex",
+        "gemini-cli",
+        "mini-swe-agent",
+        "openai-json",
+        "openhands",
+    }
     assert folders <= set(IMPORTERS)
 
 

@@ -37,6 +37,8 @@ from transcript.session.importing import ImportReport, read_import, renamed, sto
 # to that session's import.
 _KNOWN_SUFFIXES: Final = (".jsonl", ".json", ".traj")
 _READ_WITH_THEIR_SESSION: Final = ("subagents", "tool-results")
+# Files beside a Cline / Roo Code task history that are no session of their own.
+_BESIDE_A_TASK: Final = ("ui_messages.json", "task_metadata.json")
 
 
 def known_files(directory: Path, *, recursive: bool = True) -> list[Path]:
@@ -50,7 +52,12 @@ def known_files(directory: Path, *, recursive: bool = True) -> list[Path]:
             else []
         )
         for name in sorted(files):
-            if name.startswith(".") or name.endswith(".meta.json") or name.startswith("agent-"):
+            if (
+                name.startswith(".")
+                or name.endswith(".meta.json")
+                or name.startswith("agent-")
+                or name in _BESIDE_A_TASK
+            ):
                 continue
             if name.endswith(_KNOWN_SUFFIXES):
                 found.append(Path(root) / name)

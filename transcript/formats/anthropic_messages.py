@@ -72,7 +72,7 @@ def parse(path: str | Path) -> list[ParsedSession]:
     if system is not None:
         builder.add("system", _system_parts(system, where.at("system")), where, created_at)
     for index, message in enumerate(messages):
-        _add_message(builder, message, where.at(f"messages[{index}]"), created_at, index)
+        add_message(builder, message, where.at(f"messages[{index}]"), created_at, index)
     if not builder.messages:
         raise where.error("the file holds no messages")
     return [builder.session(metadata=metadata)]
@@ -96,7 +96,7 @@ def _system_parts(system: Any, where: Where) -> list[Part]:
     return [_text(block, where.at(f"[{i}]")) for i, block in enumerate(system)]
 
 
-def _add_message(
+def add_message(
     builder: SessionBuilder, message: Any, where: Where, created_at: datetime, index: int
 ) -> None:
     if not isinstance(message, dict):

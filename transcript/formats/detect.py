@@ -1,18 +1,19 @@
 """Which importer reads a file, told from its content (never from its name alone).
 
 JSON lines are recognised by their first records: Claude Code (`type` user/assistant/summary with
-`sessionId`/`uuid`/`leafUuid`), Codex CLI (`{timestamp, type: session_meta|response_item|..., payload}`,
-or the older layout's `{id, timestamp, instructions}` header and `{"record_type": "state"}` lines),
-Gemini CLI (a header with `sessionId` and `projectHash`), OpenHands evaluation and resolver output
-(`history` + `instance_id`, `issue` or `instruction`), OpenAI chat (`role`, or `messages`). A JSON
-document by its top-level shape: SWE-agent (`history` + `trajectory`), mini-swe-agent
-(`trajectory_format: mini-swe-agent-…`, or a list of messages holding `<returncode>` output, or a
-`.traj.json` file), Gemini CLI (`sessionId` + `messages` with `type`), OpenHands (a list of events with
-`action`/`observation`), and chat messages — OpenAI's (`openai-json`) when provider-specific fields say
-so, else Anthropic's (an object with `messages`, or a list of `{role, content}`). A one-line
-`{"messages": [...]}` fits both chat line formats: provider-specific fields decide, then the file
-extension. An SQLite database is `llm`'s logs.db (`llm-logs`). Anything else raises `FormatError`
-naming the formats tried and what the file looked like.
+`sessionId`/`uuid`/`leafUuid`), Codex CLI (`{timestamp, type: session_meta|response_item|..., payload}`, or
+the older layout's `{id, timestamp, instructions}` header and `{"record_type": "state"}` lines), Gemini CLI
+(a header with `sessionId` and `projectHash`), OpenHands evaluation and resolver output (`history` +
+`instance_id`, `issue` or `instruction`), OpenAI chat (`role`, or `messages`). A JSON document by its top-
+level shape: SWE-agent (`history` + `trajectory`), mini-swe-agent (`trajectory_format: mini-swe-agent-…`, or
+a list of messages holding `<returncode>` output, or a `.traj.json` file), Cline and Roo Code (a list of
+messages named `api_conversation_history.json`, or whose tool results are written back as `[tool for 'x']
+Result:` user text), Gemini CLI (`sessionId` + `messages` with `type`), OpenHands (a list of events with
+`action`/`observation`), and chat messages — OpenAI's (`openai-json`) when provider-specific fields say so,
+else Anthropic's (an object with `messages`, or a list of `{role, content}`). A one-line `{"messages":
+[...]}` fits both chat line formats: provider-specific fields decide, then the file extension. An SQLite
+database is `llm`'s logs.db (`llm-logs`). Anything else raises `FormatError` naming the formats tried and
+what the file looked like.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, Final
 import msgspec
 
 from transcript.formats.base import FormatError
+from transcript.formats.cline import HISTORY_FILE as _CLINE_FILE, RESULT_HEADER as _CLINE_RESULT
 from transcript.formats.codex import LINE_TYPES as _CODEX_TYPES
 from transcript.formats.files import as_path, read_file
 from transcript.formats.llm_logs import SQLITE_HEADER as _SQLITE_HEADER
@@ -217,9 +219,32 @@ def _chat_document(path: Path, body: dict[str, Any] | None, messages: list[Any])
     fields say so, else Anthropic's."""
     if body is None and (path.name.endswith(".traj.json") or _returncodes(messages)):
         return "mini-swe-agent"
+    if body is None and (path.name == _CLINE_FILE or _written_back(messages)):
+        return "cline"
     if _looks_openai(messages) and not _looks_anthropic(body, messages):
         return "openai-json"
     return "anthropic-json"
+
+
+def _written_back(messages: list[Any]) -> bool:
+    """Whether tool results are written back as user text (`[tool for 'x'] Result:`, as Cline and Roo
+    Code do) after `tool_use` blocks, with no `tool_result` block anywhere."""
+    blocks = [
+        (m.get("role"), block)
+        for m in messages
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for block in m["content"]
+        if isinstance(block, dict)
+    ]
+    kinds = {block.get("type") for _, block in blocks}
+    return (
+        "tool_use" in kinds
+        and "tool_result" not in kinds
+        and any(
+            role == "user" and isinstance(block.get("text"), str) and _CLINE_RESULT.match(block["text"])
+            for role, block in blocks
+        )
+    )
 
 
 def _returncodes(messages: list[Any]) -> bool:

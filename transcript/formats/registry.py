@@ -18,6 +18,7 @@ IMPORTERS: Final = {
     "openai-jsonl": "transcript.formats.openai_chat",
     "openai-json": "transcript.formats.openai_chat:parse_document",
     "anthropic-json": "transcript.formats.anthropic_messages",
+    "cline": "transcript.formats.cline",
     "llm-logs": "transcript.formats.llm_logs",
 }
 
@@ -32,6 +33,7 @@ DESCRIPTIONS: Final = {
     "openai-jsonl": "OpenAI chat messages as JSON lines",
     "openai-json": "a JSON document of OpenAI chat messages",
     "anthropic-json": "an Anthropic Messages request (or a list of its messages)",
+    "cline": "a Cline or Roo Code task history (api_conversation_history.json)",
     "llm-logs": "an llm logs database",
 }
 
