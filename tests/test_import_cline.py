@@ -17,7 +17,7 @@ from transcript import Store
 from transcript.formats import detect_format, parse
 from transcript.formats.base import UNDATED
 from transcript.formats.cline import RESULT_HEADER, written_back
-from transcript.model import ImagePart
+from transcript.model import ImagePart, ReasoningPart
 from transcript.model.errors import TooManyRepairs
 
 FIXTURES = PROJECT_ROOT / "fixtures" / "formats" / "cline"
@@ -96,12 +96,27 @@ def test_times_come_from_ts_and_else_from_ui_messages(tmp_path: Path) -> None:
     assert parse(alone, "cline")[0].messages[0].created_at == UNDATED
 
 
-def test_roo_code_native_tool_results_are_read_as_they_are() -> None:
+def test_roo_code_native_tool_results_and_reasoning_are_read_as_they_are() -> None:
     assert detect_format(ROO) == "cline"
     (session,) = parse(ROO, "cline")
+    raw = _raw(ROO)
+    written = [
+        b for m in raw if isinstance(m["content"], list) for b in m["content"] if b["type"] == "tool_result"
+    ]
     results = [r for m in session.messages for r in m.tool_results if not (m.metadata or {}).get("synthetic")]
-    assert len(results) == 2 and not any(r.is_error for r in results)
+    assert [r.call_id for r in results] == [b["tool_use_id"] for b in written]
+    assert not any(r.is_error for r in results)  # Roo says failures in the text; it sets no is_error
     assert_paired(session.messages)
+    reasoning = [p.text for m in session.messages for p in m.parts if isinstance(p, ReasoningPart)]
+    blocks = [
+        b["text"]
+        for m in raw
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "reasoning"
+    ]
+    assert reasoning == blocks and blocks
+    assert all(p.signature is None for m in session.messages for p in m.parts if isinstance(p, ReasoningPart))
 
 
 def test_read_as_anthropic_messages_the_history_is_refused_for_its_repairs(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ The rest of the user message (the `<environment_details>`, reminders, the user's
 user message after the results. Histories of the older text-only protocol (tools as XML in the
 assistant's text, no `tool_use` blocks) have no calls to answer: their results stay user text, as
 the model saw them. Blocks a newer history writes as `tool_result` are read as they are (Roo Code's
-native tool calls).
+native tool calls), and Roo Code's `reasoning` blocks as unsigned reasoning.
 
 Times: a message's own `ts` (milliseconds; newer releases), else the time `ui_messages.json` beside
 the file gives for it (the UI messages of API request `k - 1` lead to message `k`,
@@ -61,6 +61,8 @@ def parse(path: str | Path) -> list[ParsedSession]:
         if message.get("role") == "user" and pending:
             message, count = written_back(message, pending)
             answered += count
+        if message.get("role") == "assistant":
+            message = _reasoning(message)
         pending = _calls(message) if message.get("role") == "assistant" else []
         add_message(builder, message, at, created_at, index)
     if not builder.messages:
@@ -127,6 +129,23 @@ def _text(text: str) -> dict[str, Any]:
 
 def _filled(result: dict[str, Any]) -> bool:
     return any(part.get("type") != "text" or part.get("text", "").strip() for part in result["content"])
+
+
+def _reasoning(message: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message with Roo Code's `reasoning` blocks (`{type, text, summary}`, the model's
+    own reasoning from any provider, unsigned) as unsigned `thinking` blocks."""
+    content = message.get("content")
+    if not isinstance(content, list) or not any(
+        isinstance(b, dict) and b.get("type") == "reasoning" for b in content
+    ):
+        return message
+    blocks = [
+        {"type": "thinking", "thinking": b.get("text", "")}
+        if isinstance(b, dict) and b.get("type") == "reasoning"
+        else b
+        for b in content
+    ]
+    return {**message, "content": blocks}
 
 
 def _calls(message: dict[str, Any]) -> list[tuple[str, str]]:
