@@ -157,3 +157,13 @@ def test_a_session_that_records_no_time_never_wins_latest_and_lists_no_time(tmp_
         assert resolve(infos, LATEST, str(db)) == "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
     row = next(line for line in run(["sessions", "--db", db]).stdout.splitlines() if line.startswith("run "))
     assert row.count("—") == 2  # first and last
+
+
+def test_a_file_no_importer_reads_is_refused_naming_the_closest_format_and_what_it_lacks(
+    tmp_path: Path,
+) -> None:
+    odd = tmp_path / "rollout.jsonl"  # Codex's wrapper without its payload
+    odd.write_text('{"timestamp": "2025-01-01T00:00:00Z", "type": "note", "body": {}}\n')
+    result = run(["import", odd, "--db", tmp_path / "t.db"], code=EXIT_FAILURE)
+    assert "closest: an OpenAI Codex CLI rollout (JSON lines) (codex)" in result.stderr
+    assert "has timestamp, type but not payload" in result.stderr

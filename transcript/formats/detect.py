@@ -32,7 +32,7 @@ from transcript.formats.files import as_path, read_file
 from transcript.formats.llm_logs import SQLITE_HEADER as _SQLITE_HEADER
 from transcript.formats.mini_swe_agent import FORMAT_PREFIX as _MINI_SWE_AGENT_PREFIX
 from transcript.formats.pairing import decode_json, read_bytes
-from transcript.formats.registry import IMPORTERS
+from transcript.formats.registry import IMPORTERS, describe
 
 _SNIFF_LINES: Final = 20
 _CLAUDE_TYPES: Final = frozenset({"user", "assistant", "summary", "system"})
@@ -75,7 +75,9 @@ def detect(path: str | Path) -> str:
         name = _line_format(record)
         if name is not None:
             return name
-    raise _unsure(path, "no known record shape in the first JSON lines", _looks(first, "JSON lines"))
+    raise _unsure(
+        path, "no known record shape in the first JSON lines", _looks(first, "JSON lines"), _closest(first)
+    )
 
 
 _NOT_JSON: Final = object()
@@ -99,13 +101,47 @@ def _decode(data: bytes) -> Any:
         return _NOT_JSON
 
 
-def _unsure(path: Path, reason: str, looks: str | None = None) -> FormatError:
+def _unsure(path: Path, reason: str, looks: str | None = None, closest: str | None = None) -> FormatError:
     seen = f"; the file looks like {looks}" if looks else ""
+    seen += f"; {closest}" if closest else ""
     return FormatError(
         path,
         None,
         f"cannot tell the format: {reason}{seen}; tried {', '.join(IMPORTERS)}; "
         "name the format if it is one of them (transcript import --from NAME; format=NAME in the API)",
+    )
+
+
+# The fields each format's records (or documents) have, for naming the closest format to a file none
+# reads: format -> the keys of its first record or of its top-level object (a list: of its first item).
+_FIELDS: Final = {
+    "claude-code": ("type", "sessionId", "uuid", "message"),
+    "codex": ("timestamp", "type", "payload"),
+    "gemini-cli": ("sessionId", "projectHash", "messages"),
+    "openhands": ("history", "instance_id"),
+    "swe-agent": ("history", "trajectory"),
+    "mini-swe-agent": ("trajectory_format", "info", "messages"),
+    "openai-jsonl": ("role", "content"),
+    "anthropic-json": ("messages", "system"),
+}
+
+
+def _closest(value: Any) -> str | None:
+    """The format whose fields the value (its first item, for a list) has most of, and what it lacks."""
+    record = value[0] if isinstance(value, list) and value else value
+    if not isinstance(record, dict):
+        return None
+    best = max(_FIELDS, key=lambda name: sum(key in record for key in _FIELDS[name]) / len(_FIELDS[name]))
+    fields = _FIELDS[best]
+    has = [key for key in fields if key in record]
+    if not has:
+        return None
+    missing = [key for key in fields if key not in record]
+    return (
+        f"closest: {describe(best)}, whose records have {', '.join(fields)}; this one has "
+        f"{', '.join(has)} but not {', '.join(missing)}"
+        if missing
+        else f"closest: {describe(best)}, whose fields it has, but not in the shape that format writes"
     )
 
 
@@ -169,7 +205,7 @@ def _document_format(path: Path, data: bytes) -> str:
         ) from exc
     name = _shape_format(path, value)
     if name is None:
-        raise _unsure(path, "a JSON document of no known shape", _looks(value))
+        raise _unsure(path, "a JSON document of no known shape", _looks(value), _closest(value))
     return name
 
 
