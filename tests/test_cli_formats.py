@@ -18,8 +18,10 @@ from transcript.cli import cli
 from transcript.cli.options import EXIT_OK
 
 FORMATS = PROJECT_ROOT / "fixtures" / "formats"
-FILES = sorted(
-    p for p in FORMATS.rglob("*.json*") if "subagents" not in p.parts and not p.name.endswith(".meta.json")
+FILES = sorted(  # (Cline's ui_messages.json is read with its task's history)
+    p
+    for p in FORMATS.rglob("*.json*")
+    if "subagents" not in p.parts and not p.name.endswith(".meta.json") and p.name != "ui_messages.json"
 )
 
 

@@ -60,6 +60,7 @@ SAMPLES = {
     "openai-jsonl": FIXTURE,
     "openai-json": FIXTURES / "formats" / "openai-json" / "weather_loop_built.json",
     "anthropic-json": FIXTURES / "anthropic_messages_sample.json",
+    "cline": FIXTURES / "formats" / "cline" / "1769000000000_built" / "api_conversation_history.json",
     "llm-logs": FIXTURES / "formats" / "llm-logs" / "logs.db",
 }
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

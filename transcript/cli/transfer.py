@@ -28,7 +28,7 @@ from transcript.cli.picking import pick_session
 from transcript.cli.progress import progress
 from transcript.formats import IMPORTERS
 from transcript.formats.base import FormatError, ParsedSession
-from transcript.model.errors import ConflictError, TooManyRepairs
+from transcript.model.errors import ConflictError, DuplicateMessage, InvalidMessage
 from transcript.model.state import SessionState
 from transcript.session.importing import ImportReport, read_import, renamed, store_parsed
 
@@ -142,18 +142,16 @@ def import_(
                     allow_repairs=allow_repairs,
                 )
             except FormatError as exc:
-                if alone or not found:
-                    if alone:
-                        raise
-                    outcomes.append(_Outcome(path, kind="refused", reason=exc.reason))
-                else:
-                    outcomes.append(_Outcome(path, kind="skipped", reason=exc.reason))
+                if alone:
+                    raise
+                # (a file found in a directory that no importer reads is passed over, not refused)
+                outcomes.append(_Outcome(path, kind="skipped" if found else "refused", reason=exc.reason))
             except ConflictError as exc:
                 if alone:
                     raise
                 reason = _conflict(parsed, stored_from, exc)
                 outcomes.append(_Outcome(path, kind="conflicting", reason=reason))
-            except TooManyRepairs as exc:
+            except (InvalidMessage, DuplicateMessage) as exc:  # (TooManyRepairs among them)
                 if alone:
                     raise
                 outcomes.append(_Outcome(path, kind="refused", reason=str(exc).removeprefix(f"{path}: ")))
