@@ -408,8 +408,11 @@ def test_any_argument_string_round_trips_byte_for_byte(
     store.close()
 
 
+# (A Cline task's ui_messages.json is read beside its history, never imported on its own.)
 FORMAT_FILES = sorted(
-    p for p in (PROJECT_ROOT / "fixtures" / "formats").rglob("*") if p.is_file() and ".meta" not in p.name
+    p
+    for p in (PROJECT_ROOT / "fixtures" / "formats").rglob("*")
+    if p.is_file() and ".meta" not in p.name and p.name != "ui_messages.json"
 )
 
 

@@ -42,7 +42,7 @@ def _derived(path: Path) -> dict[str, list[tuple[object, ...]]]:
 
 def _as_before_0010(path: Path) -> None:
     """Put a file back as the release before 0010 left it: no derived tables or triggers, the old
-    view, snapshots in 0008's table, neither 0010 nor 0011 recorded."""
+    view, snapshots in 0008's table, no order guard, neither 0010, 0011 nor 0012 recorded."""
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         for name in schema.DERIVING_SQL:
@@ -55,9 +55,11 @@ def _as_before_0010(path: Path) -> None:
         conn.execute(schema.SNAPSHOTS[0])
         conn.execute("INSERT INTO snapshots SELECT * FROM newer_snapshots")
         conn.execute("DROP TABLE newer_snapshots")
+        for name in schema.SEQ_GUARDS:
+            conn.execute(f"DROP TRIGGER {name.split()[2]}")
         conn.execute(
-            f"DELETE FROM {schema.MIGRATIONS_TABLE} WHERE name IN (?, ?)",
-            (schema.DERIVED_MIGRATION, schema.SNAPSHOTS_BY_ROWID_MIGRATION),
+            f"DELETE FROM {schema.MIGRATIONS_TABLE} WHERE name IN (?, ?, ?)",
+            (schema.DERIVED_MIGRATION, schema.SNAPSHOTS_BY_ROWID_MIGRATION, schema.SEQ_GUARD_MIGRATION),
         )
     finally:
         conn.close()

@@ -131,13 +131,15 @@ REDACTION_GUARDS: Final = (
 )
 # 0012: the log is numbered by the database too. An event takes its session's next version, and an
 # append its session's next seq (one past the last append's, found by reading the session's newest
-# events back by key); any other event has none. So no writer, however stale its count, can commit
+# events back by key); any other event has none. (A row that names a stored key is the replace
+# guard's to refuse.) So no writer, however stale its count, can commit
 # a gap or a repeat, and a row put in by hand out of order is refused.
 SEQ_GUARDS: Final = (
-    "CREATE TRIGGER events_refuse_out_of_order BEFORE INSERT ON events WHEN "
+    "CREATE TRIGGER events_refuse_out_of_order BEFORE INSERT ON events WHEN NOT EXISTS (SELECT 1 FROM "
+    "events WHERE session_id = NEW.session_id AND version = NEW.version) AND ("
     "NEW.version IS NOT coalesce((SELECT max(version) FROM events WHERE session_id = NEW.session_id), 0) + 1 "
     "OR NEW.seq IS NOT (CASE WHEN NEW.kind = 'message_appended' THEN coalesce((SELECT seq + 1 FROM events "
-    "WHERE session_id = NEW.session_id AND kind = 'message_appended' ORDER BY version DESC LIMIT 1), 0) END) "
+    "WHERE session_id = NEW.session_id AND kind = 'message_appended' ORDER BY version DESC LIMIT 1), 0) END)) "
     "BEGIN SELECT RAISE(ABORT, 'transcript-store: an event takes its session''s next version, and an "
     "append its next seq (out of order refused)'); END",
 )
