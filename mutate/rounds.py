@@ -37,14 +37,17 @@ from planner.cut import (
 )
 from planner.economics import RoundEconomics
 from planner.full import (
+    BARE_HINT,
     ERROR_CHARS,
     PreparedFull,
     Reinject,
+    bounded_error,
     checkpoint_from,
     fit,
     prepare_full,
     reinjected_content,
     summary_message,
+    summary_text,
 )
 from planner.intent import clip_within
 from planner.micro import MicroPlan, check_plan, plan_emergency, plan_micro, stale_boundary, with_entries
@@ -317,7 +320,12 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
             forced=force,
             path=path,
         )
-        if options.before_compact(proposed) is False:
+        try:
+            verdict = options.before_compact(proposed)
+        except Exception as exc:  # the host's code: the round goes on as if it had said nothing
+            verdict = None
+            result = msgspec.structs.replace(result, hook_error=bounded_error(exc))
+        if verdict is False:
             return _vetoed(store, given, base, proposed)
     if needs_full:
         written: list[Written] = []
@@ -654,6 +662,7 @@ def _full(
         split_turn=prepared.cut.split_turn,
         checkpoint=shown,
         carried_checkpoint=checkpoint if shown != checkpoint else None,
+        summary=_rendered(body, shown),
         failed=model_failed,
         summary_input_tokens=asked,
         summary_output_tokens=answered,
@@ -897,6 +906,12 @@ def _summary(
             run.reinject_errors.append(error)
     message = summary_message(prepared, checkpoint, files, message_id=message_id, now=now, bare=bare)
     return prepare(message, run.deps.counter)
+
+
+def _rendered(body: NewBody, shown: Checkpoint) -> str:
+    """The rendered checkpoint the summary `body` shows the model (`CompactResult.summary`): its text,
+    the files re-injected after it aside (the short hint alone when it shows no checkpoint)."""
+    return BARE_HINT if body.message.text == BARE_HINT else summary_text(shown)
 
 
 def _no_full(

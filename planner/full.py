@@ -300,6 +300,13 @@ def clip_goal(goal: str, limit: int) -> str:
     return min(clip(goal, limit), goal, key=len)
 
 
+def summary_text(checkpoint: Checkpoint, *, bare: bool = False) -> str:
+    """The rendered checkpoint a summary shows the model in place of the history: the continuation
+    hint and the checkpoint's brief markdown (`bare`: the short hint alone). A summary adds the files
+    re-injected after it (`summary_message`); `CompactResult.summary` is this text."""
+    return BARE_HINT if bare else f"{CONTINUATION_HINT}\n\n{to_markdown(checkpoint, brief=True)}"
+
+
 def summary_message(
     prepared: PreparedFull,
     checkpoint: Checkpoint,
@@ -311,7 +318,7 @@ def summary_message(
 ) -> Message:
     """The summary that replaces the excluded history in the view, anchored before the kept tail
     (`bare`: the short hint alone, when the room left shows no checkpoint at all)."""
-    text = BARE_HINT if bare else f"{CONTINUATION_HINT}\n\n{to_markdown(checkpoint, brief=True)}"
+    text = summary_text(checkpoint, bare=bare)
     if reinjected and not bare:
         files = "\n\n".join(f"### {title}\n```\n{content}\n```" for title, content in reinjected)
         text = f"{text}\n\n{REINJECT_HEADING}\n\n{files}"

@@ -64,6 +64,40 @@ _CONSTRAINT: Final = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE_END: Final = re.compile(r"(?<=[.!?。])\s+|\n+")
+# A message that only sets a rule for the work ("use tabs", "don't touch the tests", "keep it under
+# 100 lines") is cut into clauses; each must be a rule (see `is_constraint`).
+CONSTRAINT_WORDS: Final = 40
+_CLAUSE_END: Final = re.compile(r"[.!?;]+(?:\s+|$)|[。！？；]+\s*|,\s+|\s+(?:but|and then|instead,)\s+|\n+")
+_LEAD_IN: Final = re.compile(
+    r"^(?:(?:please|pls|also|and|but|oh|btw|by the way|one more thing|ok|okay|actually|remember|"
+    r"note|fyi|from now on|going forward|and also)\b[\s,:;-]*)+",
+    re.IGNORECASE,
+)
+# A clause that forbids: whatever it names, it limits the work.
+_BAN: Final = re.compile(
+    r"^(?:don'?t|do not|never|avoid|without|stop|not|no(?! (?:thanks|thank|problem|worries|idea|way)\b)"
+    r"(?= \w))\b",
+    re.IGNORECASE,
+)
+# A clause that sets how the work is done or what it keeps to.
+_RULE: Final = re.compile(
+    r"^(?:use|always|keep|prefer|only|stick (?:to|with)|make sure|ensure|stay|leave|follow|limit|"
+    r"target|respect|match|must|should)\b",
+    re.IGNORECASE,
+)
+_MODAL: Final = re.compile(
+    r"\b(?:must|mustn't|must not|should|shouldn't|should not|has to|have to|needs? to|"
+    r"is required to|are required to)\b",
+    re.IGNORECASE,
+)
+# Verbs that name work to do: a clause that asks for one gives the agent a task, not a rule.
+_TASK_VERB: Final = re.compile(
+    r"\b(?:fix|fixes|add|implement|create|build|write|rewrite|refactor|remove|delete|rename|migrate|"
+    r"port|update|change|debug|investigate|look (?:into|at)|review|deploy|install|upgrade|convert|"
+    r"move|replace|split|merge|document|explain|find|generate|design|handle|support|optimi[sz]e|"
+    r"improve|clean up|set up|switch to|start|finish|ship|release|revert|undo)\b",
+    re.IGNORECASE,
+)
 
 # Tools that edit or create a file, by lowercased name: the input keys that may hold its path.
 _PATH_TOOLS: Final[dict[str, tuple[str, ...]]] = {
@@ -119,6 +153,26 @@ def is_answer(text: str) -> bool:
     return text.rstrip().endswith("?") and len(words) <= 25
 
 
+def is_constraint(text: str) -> bool:
+    """Whether a later request only sets a rule for the work rather than asking for new work: it is
+    short (at most `CONSTRAINT_WORDS` words) and every clause of it, its lead-in ("please", "also",
+    "actually", ...) aside, forbids something ("don't touch the tests", "never push", "no new
+    dependencies", "not spaces"), or sets a rule and names no work to do ("use tabs", "keep it under
+    100 lines", "only touch src/", "the output must stay JSON"). "Actually, fix the login bug instead"
+    asks for work: it is a redirect."""
+    if not text.strip() or len(text.split()) > CONSTRAINT_WORDS:
+        return False
+    clauses = [_LEAD_IN.sub("", c.strip(" \t-*'\"")).strip() for c in _CLAUSE_END.split(text)]
+    clauses = [c for c in clauses if c]
+    return bool(clauses) and all(_is_rule(clause) for clause in clauses)
+
+
+def _is_rule(clause: str) -> bool:
+    if _BAN.match(clause):
+        return True
+    return bool(_RULE.match(clause) or _MODAL.search(clause)) and not _TASK_VERB.search(clause)
+
+
 def first_request(messages: Sequence[Message]) -> str:
     """The task the user gave: the first request of the history ("" when there is none)."""
     return next(requests(messages), "")
@@ -134,8 +188,9 @@ def goal_of(found: Sequence[str]) -> str:
     if not found:
         return ""
     goal = clip(found[0], GOAL_CHARS)
-    redirects = [text for text in found[1:] if not is_answer(text)]
-    if redirects:
+    # A message that only adds a rule joins the constraints: the goal keeps the user's real request.
+    redirects = [text for text in found[1:] if not is_constraint(text) and not is_answer(text)]
+    if redirects and not _opens(found[0], redirects[-1]):  # (the task asked again is no redirect)
         goal += f"{REDIRECT_MARK}{clip(redirects[-1], REDIRECT_CHARS)}"
     return goal
 
@@ -155,6 +210,8 @@ def answers_of(found: Sequence[str], *, task: str | None = None) -> list[str]:
     later = [text for text in found if not _opens(task, text)]  # the task said again is no answer
     kept: list[str] = []
     for text in later:
+        if is_constraint(text):  # a constraint, not a decision
+            continue
         if is_answer(text):
             kept.append(f"user: {clip(text, ANSWER_CHARS)}")
         elif not _holds(goal, text):  # a redirect the goal does not carry
@@ -174,8 +231,9 @@ def _opens(goal: str, text: str) -> bool:
 
 def constraints(messages: Sequence[Message], *, task: str | None = None) -> list[str]:
     """The sentences of the user's later requests (answers included: "don't touch the tests") that
-    set a requirement or a limit. The first request is left out: the goal carries its own words
-    (`task` as in `answers`)."""
+    set a requirement or a limit, and every sentence of a request that only sets rules ("use tabs",
+    `is_constraint`). The first request is left out: the goal carries its own words (`task` as in
+    `answers`)."""
     return constraints_of(list(requests(messages)), task=task)
 
 
@@ -185,9 +243,10 @@ def constraints_of(texts: Sequence[str], *, task: str | None = None) -> list[str
     task = texts[0] if task is None and texts else task or ""
     later = [text for text in texts if not _opens(task, text)]
     for text in later:
+        rules = is_constraint(text)
         for sentence in _SENTENCE_END.split(text):
             sentence = sentence.strip(" \t-*")
-            if len(sentence.split()) >= 3 and _CONSTRAINT.search(sentence):
+            if sentence and (rules or (len(sentence.split()) >= 3 and _CONSTRAINT.search(sentence))):
                 found.setdefault(clip(sentence, ANSWER_CHARS), None)
     return list(found)[-MAX_CONSTRAINTS:]
 

@@ -195,6 +195,7 @@ def summary_result(before: int, after: int, budget: int, summary: Summarized, de
         tokens_before=before,
         tokens_after=after,
         checkpoint=summary.checkpoint,
+        summary=summary.message.text,
         checkpoint_reused=delta,
         summary_input_tokens=summary.input_tokens,
         summary_output_tokens=summary.output_tokens,

@@ -57,6 +57,12 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     from round to round until a round's model call succeeds. `reinject_error` is what the host's
     re-injection callback raised (or why its answer was unusable): the summary went without it.
     `focus` is what the caller asked the round's summary to keep above all ("" for none).
+
+    `summary` is the rendered checkpoint the round put in the view in place of the history, exactly as
+    the model is given it (the continuation hint and the checkpoint's markdown; the files re-injected
+    after it are not part of it): "" when the round put no checkpoint in the view. `hook_error` is
+    what the host's `before_compact` hook raised (type and message, at most 500 characters): the
+    round went on as if the hook had not objected.
     """
 
     outcome: Outcome
@@ -97,6 +103,8 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     last_error: str = ""
     reinject_error: str = ""
     focus: str = ""
+    summary: str = ""
+    hook_error: str = ""
 
     @property
     def saved_tokens(self) -> int:
