@@ -42,20 +42,49 @@ _REFUSED: Final = re.compile(
     r"requires (user )?approval|awaiting approval",
     re.IGNORECASE,
 )
-_LAST_SENTENCE: Final = re.compile(r"[^.!?。！？\n]*[.!?。！？]*\s*$")
 # Markup a reply may end with after its question (emphasis, a closing quote or bracket, in ASCII or
 # full width).
 _TRAILING: Final = " \t\n*_`\"')]\u3000」』）】》”’"
 _QUESTION_MARKS: Final = ("?", "？")
 # The line that opens a fenced code block (a reply may end with one: "Shall I run this?" and the command).
 _FENCE: Final = re.compile(r"[ \t]*(`{3,}|~{3,})")
-
+# What asks nothing although it may hold a "?": inline code (`why?`) and quoted text ("Are you sure?").
+_INLINE_CODE: Final = re.compile(r"`[^`\n]*`")
+_QUOTED: Final = re.compile(r'"[^"\n]*"|“[^”\n]*”|「[^」\n]*」|『[^』\n]*』')
+_MASK: Final = re.compile(r"\x00(\d+)\x00")
+_EMPHASIS: Final = re.compile(r"\*\*|__|(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w)")
+_SENTENCE: Final = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
+# A question with no question mark. Chinese ends it with 吗 / 嗎, or opens its last clause with 是否 /
+# 要不要 / 需不需要 / 是不是 / 请问 ...; Japanese ends it with a polite predicate and か (続けますか,
+# どうしますか, よろしいでしょうか): these ask even before a full stop. A question ending in 呢, or
+# in a plain predicate and か (いいか, 進めるかな), asks only where no full stop follows.
+_MARKLESS: Final = re.compile(
+    r"(?:[吗嗎]|(?:ます|です|でしょう|ません|ましょう)か|"
+    r"(?:^|[，,：:])\s*(?:请问|請問|是否|要不要|需不需要|需要不需要|是不是|可不可以|能不能|好不好)[^，,：:]*)$"
+)
+_MARKLESS_UNSTOPPED: Final = re.compile(
+    r"(?:呢|(?:ます|です|でしょう|ません|ましょう|でした|ました|だろう|ない|いい|よい|る|た|う)(?:か|かな|かね))$"
+)
+# A question put to the user, not to the reader of a report ("Why did it fail? The fixture was stale."):
+# it speaks to them, or offers them something.
+_TO_THE_USER: Final = re.compile(
+    r"\b(?:you|your|yours|shall i|should i|can i|could i|may i|do i|want me|like me|need me|prefer)\b|"
+    r"[你您]|ますか|でしょうか|ませんか",
+    re.IGNORECASE,
+)
+# Options the reply ends with: list items, introduced by a question or a choice put to the user.
+_OPTION: Final = re.compile(r"[ \t]*(?:\d{1,2}[.)]|[a-zA-Z][.)]|[-*•+]|[（(]?\d{1,2}[）)]|[①-⑩])[ \t]+\S")
+_CHOICE: Final = re.compile(
+    r"\b(?:which|would you|do you|should i|shall i|prefer|choose|pick|want me|like me|your call)\b|"
+    r"哪|选择|選擇|您|你|どれ|どちら|どの|選んで",
+    re.IGNORECASE,
+)
 Code = Literal[
     "no_compaction",
     "tool_results",
     "compacted",
     "follow_up",
-    "question",
+    "explicit_question",
     "ask_tool",
     "approval_block",
     "pending_calls",
@@ -172,8 +201,9 @@ class LoopPolicy(msgspec.Struct, frozen=True, kw_only=True):
             )
         if reply.tool_calls:
             return _continue("tool_results", "the tools answered: call the model with their results")
-        if self.stop_on_explicit_question and _asks(reply.text):
-            return _stop("question", f"the model asked the user: {_clip(_last_sentence(reply.text))}")
+        asked_text = _question(reply.text) if self.stop_on_explicit_question else None
+        if asked_text is not None:
+            return _stop("explicit_question", f"the model asked the user: {_clip(asked_text)}")
         if not self.auto_continue:
             return _stop("auto_continue_off", "the model ended its turn")
         follow_ups = sum(1 for m in since_request if _is_follow_up(m))
@@ -230,17 +260,70 @@ def _is_follow_up(message: Message) -> bool:
     return reason is True or reason == "follow_up"
 
 
-def _last_sentence(text: str) -> str:
-    stripped = _closing(text)
-    match = _LAST_SENTENCE.search(stripped)
-    sentence = match.group(0).strip() if match else stripped
-    return sentence or stripped
+def _question(text: str) -> str | None:
+    """The question a reply puts to the user, or None when it asks nothing.
+
+    A reply asks when its prose — the code blocks that end it, inline code and quoted text taken off
+    — ends with a question (`?`, `？`, or a Chinese or Japanese question without its mark: 要继续吗,
+    続けますか); when a sentence of its closing paragraphs (the last two) is a question put to the
+    user and what follows it is an offer or a remark ("Would you like me to also update the docs? I
+    can do that next."); or when it ends with options, introduced by a question or a choice put to
+    the user ("Which option do you prefer:" and a numbered list). A question that only narrates
+    ("Why did it fail? The fixture was stale."), a quoted one, or a "?" in code asks nothing."""
+    spans: list[str] = []
+    closing = _masked(_closing(text), spans)
+    paragraphs = [p for p in re.split(r"\n[ \t]*\n", closing) if p.strip()]
+    if not paragraphs:
+        return None
+    sentences = _sentences(paragraphs[-1])
+    found = sentences[-1] if sentences and _is_question(sentences[-1]) else None
+    for sentence in (s for p in paragraphs[-2:] for s in _sentences(p)):
+        if found is None and _is_question(sentence) and _TO_THE_USER.search(sentence):
+            found = sentence
+    found = found or _options(closing)
+    if found is None:
+        return None
+    return _MASK.sub(lambda m: spans[int(m[1])] if int(m[1]) < len(spans) else m[0], found)
 
 
-def _asks(text: str) -> bool:
-    """Whether a reply ends by asking the user something: its last sentence (before any code blocks
-    that end the reply) is a question, with an ASCII or a full-width question mark."""
-    return _closing(text).endswith(_QUESTION_MARKS)
+def _masked(text: str, spans: list[str]) -> str:
+    """Prose with what asks nothing masked (inline code, quoted text: kept in `spans`, a mark in their
+    place) and emphasis markers taken off."""
+
+    def mask(match: re.Match[str]) -> str:
+        spans.append(match.group(0))
+        return f"\x00{len(spans) - 1}\x00"
+
+    return _EMPHASIS.sub("", _QUOTED.sub(mask, _INLINE_CODE.sub(mask, text)))
+
+
+def _sentences(paragraph: str) -> list[str]:
+    """A paragraph's sentences (and lines), closing markup taken off each."""
+    return [s for part in _SENTENCE.split(paragraph) if (s := part.strip().rstrip(_TRAILING).strip())]
+
+
+def _is_question(sentence: str) -> bool:
+    """Whether a sentence is a question: its mark, or a Chinese or Japanese question without one."""
+    if sentence.endswith(_QUESTION_MARKS):
+        return True
+    if _MARKLESS_UNSTOPPED.search(sentence.rstrip(" ~～…")):
+        return True
+    return bool(_MARKLESS.search(sentence.rstrip(" 。.!！~～…")))
+
+
+def _options(closing: str) -> str | None:
+    """The question that introduces the options a reply ends with (two items or more), or None."""
+    lines = [line for line in closing.split("\n") if line.strip()]
+    items = 0
+    while items < len(lines) and _OPTION.match(lines[-1 - items]):
+        items += 1
+    if items < 2 or items == len(lines):
+        return None
+    intro = lines[-1 - items].strip().rstrip(_TRAILING)
+    head = intro.rstrip(":：").strip()
+    if _is_question(head) or (intro.endswith((":", "：")) and _CHOICE.search(intro)):
+        return intro
+    return None
 
 
 def _closing(text: str) -> str:
@@ -259,7 +342,7 @@ def _closing(text: str) -> str:
     end = len(lines)
     while opened is None and blocks and not "".join(lines[blocks[-1][1] + 1 : end]).strip():
         end = blocks.pop()[0]
-    return "\n".join(lines[:end]).rstrip(_TRAILING)
+    return "\n".join(lines[:end])
 
 
 def _clip(text: str, limit: int = 160) -> str:

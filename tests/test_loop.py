@@ -63,7 +63,7 @@ def test_a_reply_without_calls_ends_the_turn_unless_auto_continue_is_on(t: Trans
 def test_an_explicit_question_stops_the_loop_unless_told_otherwise(t: Transcript) -> None:
     _reply(t, "I found two ways to fix it. Should I change the parser or the test?")
     decision = LoopPolicy(auto_continue=True).after_reply(t.messages())
-    assert (decision.proceed, decision.code) == (False, "question")
+    assert (decision.proceed, decision.code) == (False, "explicit_question")
     assert "Should I change the parser or the test?" in decision.reason
     relaxed = LoopPolicy(auto_continue=True, stop_on_explicit_question=False)
     assert relaxed.after_reply(t.messages()).code == "follow_up"
@@ -192,8 +192,8 @@ def test_a_recorded_session_stops_where_the_agent_asks_the_user() -> None:
             decision = policy.after_reply(replay.messages())
             if not decision.proceed:
                 stops.append((index, decision.code))
-    assert (asking, "question") in stops
-    assert all(code != "question" for index, code in stops if index != asking)
+    assert (asking, "explicit_question") in stops
+    assert all(code != "explicit_question" for index, code in stops if index != asking)
 
 
 def test_invalid_continuation_is_refused() -> None:

@@ -146,7 +146,7 @@ def _replied(text: str) -> Transcript:
 )
 def test_stop_on_explicit_question(reply: str) -> None:
     step = LoopPolicy(auto_continue=True).after_reply(_replied(reply).messages())
-    assert step.code == "question" and not step.proceed
+    assert step.code == "explicit_question" and not step.proceed
     assert step.reason.rstrip().endswith(("?", "？"))
 
 
@@ -165,7 +165,7 @@ def test_a_question_before_trailing_code_blocks_is_a_question(
     prose: str, mark: str, blocks: list[tuple[str, str]]
 ) -> None:
     reply = prose.strip() + mark + "".join(f"\n\n```{lang}\n{code}\n```" for lang, code in blocks)
-    assert LoopPolicy(auto_continue=True).after_reply(_replied(reply).messages()).code == "question"
+    assert LoopPolicy(auto_continue=True).after_reply(_replied(reply).messages()).code == "explicit_question"
     closing = "Done." + "".join(f"\n```{lang}\n{code}?\n```" for lang, code in blocks)
     assert LoopPolicy(auto_continue=True).after_reply(_replied(closing).messages()).code == "follow_up"
 
