@@ -66,10 +66,10 @@ _MARKLESS_UNSTOPPED: Final = re.compile(
     r"(?:呢|(?:ます|です|でしょう|ません|ましょう|でした|ました|だろう|ない|いい|よい|る|た|う)(?:か|かな|かね))$"
 )
 # A question put to the user, not to the reader of a report ("Why did it fail? The fixture was stale."):
-# it speaks to them, or offers them something.
+# it speaks to them, or offers them something; in Chinese and Japanese, a yes-no question does.
 _TO_THE_USER: Final = re.compile(
     r"\b(?:you|your|yours|shall i|should i|can i|could i|may i|do i|want me|like me|need me|prefer)\b|"
-    r"[你您]|ますか|でしょうか|ませんか",
+    r"[你您]|[吗嗎][?？]?$|ますか|でしょうか|ませんか",
     re.IGNORECASE,
 )
 # Options the reply ends with: list items, introduced by a question or a choice put to the user.
@@ -266,21 +266,23 @@ def _question(text: str) -> str | None:
     A reply asks when its prose — the code blocks that end it, inline code and quoted text taken off
     — ends with a question (`?`, `？`, or a Chinese or Japanese question without its mark: 要继续吗,
     続けますか); when a sentence of its closing paragraphs (the last two) is a question put to the
-    user and what follows it is an offer or a remark ("Would you like me to also update the docs? I
-    can do that next."); or when it ends with options, introduced by a question or a choice put to
-    the user ("Which option do you prefer:" and a numbered list). A question that only narrates
-    ("Why did it fail? The fixture was stale."), a quoted one, or a "?" in code asks nothing."""
+    user — it speaks to them or offers them something — whatever follows it ("Would you like me to
+    also update the docs? I can do that next."); or when it ends with options introduced by a
+    question or a choice put to the user ("Which option do you prefer:" and a numbered list). A
+    question the reply answers itself ("Why did it fail? The fixture was stale."), a quoted one, or
+    a "?" in code asks nothing."""
     spans: list[str] = []
     closing = _masked(_closing(text), spans)
     paragraphs = [p for p in re.split(r"\n[ \t]*\n", closing) if p.strip()]
     if not paragraphs:
         return None
-    sentences = _sentences(paragraphs[-1])
-    found = sentences[-1] if sentences and _is_question(sentences[-1]) else None
-    for sentence in (s for p in paragraphs[-2:] for s in _sentences(p)):
-        if found is None and _is_question(sentence) and _TO_THE_USER.search(sentence):
-            found = sentence
-    found = found or _options(closing)
+    last = _sentences(paragraphs[-1])
+    if last and _is_question(last[-1]):
+        found: str | None = last[-1]
+    else:
+        near_the_end = [s for p in paragraphs[-2:] for s in _sentences(p)]
+        found = next((s for s in near_the_end if _is_question(s) and _TO_THE_USER.search(s)), None)
+        found = found or _options(closing)
     if found is None:
         return None
     return _MASK.sub(lambda m: spans[int(m[1])] if int(m[1]) < len(spans) else m[0], found)
