@@ -138,8 +138,9 @@ SEQ_GUARDS: Final = (
     "CREATE TRIGGER events_refuse_out_of_order BEFORE INSERT ON events WHEN NOT EXISTS (SELECT 1 FROM "
     "events WHERE session_id = NEW.session_id AND version = NEW.version) AND ("
     "NEW.version IS NOT coalesce((SELECT max(version) FROM events WHERE session_id = NEW.session_id), 0) + 1 "
-    "OR NEW.seq IS NOT (CASE WHEN NEW.kind = 'message_appended' THEN coalesce((SELECT seq + 1 FROM events "
-    "WHERE session_id = NEW.session_id AND kind = 'message_appended' ORDER BY version DESC LIMIT 1), 0) END)) "
+    "OR NEW.seq IS NOT (CASE WHEN NEW.kind = 'message_appended' THEN coalesce((SELECT seq + 1 "
+    "FROM events WHERE session_id = NEW.session_id AND kind = 'message_appended' "
+    "ORDER BY version DESC LIMIT 1), 0) END)) "
     "BEGIN SELECT RAISE(ABORT, 'transcript-store: an event takes its session''s next version, and an "
     "append its next seq (out of order refused)'); END",
 )
