@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from projection.wire.check import check_anthropic_request, check_openai_request
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, PROJECT_ROOT
 from transcript import Message, Store, ToolCall, Transcript
 from transcript.cli import cli
 from transcript.cli.options import EXIT_CHECK_FAILED, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
@@ -178,7 +178,10 @@ def test_top_level_help_lists_every_command_with_its_summary() -> None:
     out = run(["--help"]).stdout
     for name in SPEC_COMMANDS:
         assert f"  {name} " in out
-    assert run(["--version"]).stdout.strip().endswith("0.2.0")
+    import tomllib
+
+    declared = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert run(["--version"]).stdout.strip().endswith(declared)
 
 
 def test_an_unknown_command_is_a_usage_error() -> None:
