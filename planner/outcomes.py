@@ -4,11 +4,14 @@ open, the agent's own plan, and its latest analysis.
 The local summarizer builds its checkpoint from these, so that "done" lists what happened — a file
 edited or created, a command that changed something and succeeded, a test run that passed, a
 sub-agent that finished, a todo marked completed — and never what the agent only announced. A step
-*failed* when its result is an error, or its text reads as one (a traceback, "command not found",
-"No such file or directory", "Error 2", "No replacement was performed", ...), in its first or last
-lines. A failure is *resolved* when a later step on the same subject succeeded: the same file edited,
-or the same program run (`make`, `pytest`, `npm test`, ...). Read-only commands (`ls`, `cat`, `grep`,
-`git status`, ...) are investigation, not outcomes.
+*failed* when its result is an error, or its own lines say so: a build tool's or test runner's
+verdict (`planner.outcome_patterns`: `FAIL pkg [build failed]`, `npm ERR!`, `BUILD FAILURE`, ...,
+looked for at each end of the result, so that a run piped through `| tail` that exits 0 still
+fails), else a failure in its first or last lines (a traceback, "command not found", "No such file
+or directory", "Error 2", "No replacement was performed", ...). A failure is *resolved* when a
+later step on the same subject succeeded: the same file edited, or the same program run (`make`,
+`pytest`, `npm test`, ...). Read-only commands (`ls`, `cat`, `grep`, `git status`, ...) are
+investigation, not outcomes.
 
 Agents that act through text (old-style SWE-agent) are read the same way: the command in the last
 code block of the assistant's reply, its output in the observation that follows.
@@ -22,6 +25,7 @@ import shlex
 from collections.abc import Iterator, Sequence
 from typing import Final, Literal, NamedTuple
 
+from planner import outcome_patterns
 from planner.intent import call_input, call_paths, clip, normalize, text_commands
 from planner.observations import is_observation
 from transcript.model.message import Message, ToolCall, ToolResult
@@ -161,9 +165,7 @@ def _path_of(call: ToolCall) -> str:
 def _call_steps(index: int, call: ToolCall, result: ToolResult, opened: str) -> Iterator[Step]:
     """The steps of one call and its result (`opened`: the file the agent's editor has open)."""
     name = call.name.casefold()
-    edges = edge_lines(result.text)
-    ok = not result.is_error and _reads_ok(edges)
-    detail = _telling(edges, failed=not ok)
+    ok, detail = _judged(result.text, is_error=result.is_error, ran=name in SHELL_TOOLS)
     paths = call_paths(name, call, call_input(call), opened)
     if paths:
         created = name in ("write", "create", "write_file") or call_input(call).get("command") == "create"
@@ -195,9 +197,7 @@ def _text_step(
     index: int, action: Message, command: str, observation: Message, opened: str
 ) -> tuple[Step, str]:
     """The step of a text-acting agent's command, and the file its editor has open after it."""
-    edges = edge_lines(observation.text)
-    ok = _reads_ok(edges)
-    detail = _telling(edges, failed=not ok)
+    ok, detail = _judged(observation.text)
     for verb, argument in text_commands(action.text):
         if verb in ("open", "create") and argument:
             if verb == "create":
@@ -228,15 +228,33 @@ def _text_action(text: str) -> str:
 
 
 def succeeded(text: str, *, is_error: bool = False) -> bool:
-    """Whether a result reads as a success: not an error, and no failure in its first or last lines
-    (a test summary that says what passed and nothing failed counts as a success)."""
+    """Whether a result reads as a success: not an error, and its own lines do not say it failed —
+    a tool's verdict (`planner.outcome_patterns`) where it gives one, else no failure in its first or
+    last lines (a test summary that says what passed and nothing failed counts as a success)."""
+    reading = outcome_patterns.read(text)
+    if reading is not None and (reading.verdict == "failed" or not is_error):
+        return reading.verdict == "passed"
     return not is_error and _reads_ok(edge_lines(text))
 
 
 def telling_line(text: str, *, failed: bool) -> str:
-    """The line of a result that says how it went: the first failing line, else a test summary, else
-    the first line."""
+    """The line of a result that says how it went: the tool's verdict line that agrees with `failed`,
+    else the first failing line, else a test summary, else the first line."""
+    reading = outcome_patterns.read(text)
+    if reading is not None and (reading.verdict == "failed") == failed:
+        return clip(reading.line, ITEM_CHARS)
     return _telling(edge_lines(text), failed=failed)
+
+
+def _judged(text: str, *, is_error: bool = False, ran: bool = True) -> tuple[bool, str]:
+    """`succeeded` and `telling_line` of a result, read once; a tool's verdict lines are looked for
+    only in what a command printed (`ran`), not in what an edit or a look at a file shows."""
+    reading = outcome_patterns.read(text) if ran else None
+    if reading is not None and (reading.verdict == "failed" or not is_error):
+        return reading.verdict == "passed", clip(reading.line, ITEM_CHARS)
+    edges = edge_lines(text)
+    ok = not is_error and _reads_ok(edges)
+    return ok, _telling(edges, failed=not ok)
 
 
 def edge_lines(text: str) -> tuple[list[str], list[str]]:
