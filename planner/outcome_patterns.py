@@ -75,6 +75,12 @@ PATTERNS: Final[tuple[OutcomePattern, ...]] = (
     OutcomePattern("js", "node --test", "failed", "\u2139 fail [1-9]"),
     OutcomePattern("js", "node --test", "passed", r"# fail 0" + _END),
     OutcomePattern("js", "node --test", "passed", "\u2139 fail 0" + _END),
+    # node's own lines for an exception nothing caught (a crashed runner prints no summary).
+    OutcomePattern("js", "node", "sign", r"AssertionError(?: \[\w+\])?: "),
+    OutcomePattern("js", "node", "sign", r"TypeError: "),
+    OutcomePattern("js", "node", "sign", r"ReferenceError: "),
+    OutcomePattern("js", "node", "sign", r"SyntaxError: "),
+    OutcomePattern("js", "node", "sign", r"Error: "),
     OutcomePattern("js", "next", "sign", r"> Build error occurred"),
     OutcomePattern("js", "next", "sign", r"Failed to compile\."),
     OutcomePattern("ts", "tsc", "sign", PATH + r"(?:\(\d+,\d+\):|:\d+:\d+ -) error TS\d+:"),
@@ -86,11 +92,11 @@ PATTERNS: Final[tuple[OutcomePattern, ...]] = (
         "python",
         "pytest",
         "failed",
-        _COUNTS + r"[1-9]\d* (?:failed|errors?)\b[^\n]* in [\d.]+s",
+        _COUNTS + r"[1-9]\d* (?:failed|errors?)\b[^\n]* in [\d.]+ ?s",
     ),
     OutcomePattern("python", "pytest", "failed", r"ERROR collecting "),
     OutcomePattern("python", "pytest", "failed", r"Interrupted: [1-9]\d* errors? during collection"),
-    OutcomePattern("python", "pytest", "passed", _COUNTS + r"\d+ passed\b[^\n]* in [\d.]+s"),
+    OutcomePattern("python", "pytest", "passed", _COUNTS + r"\d+ passed\b[^\n]* in [\d.]+ ?s"),
     OutcomePattern("python", "pytest", "sign", r"FAILED \S+::"),
     OutcomePattern("python", "pytest", "sign", r"ERROR \S+::"),
     OutcomePattern("python", "unittest", "failed", r"FAILED \((?:failures|errors)=\d+"),
@@ -237,12 +243,20 @@ def read(text: str) -> Reading | None:
 
 
 def _told(text: str, index: int) -> str:
-    """The line of `text` holding the character at `index`, stripped; a short one with the next
-    line that is not blank."""
+    """The line of `text` holding the character at `index`, without the rules drawn around it
+    (`===== 1 failed in 0.2s =====`); a short one with the next line that says something."""
     start = text.rfind("\n", 0, index) + 1
     end = text.find("\n", index)
-    line = text[start : end if end != -1 else len(text)].strip()
+    line = _bare(text[start : end if end != -1 else len(text)])
     if len(line) < _SHORT and end != -1:
-        after = (rest.strip() for rest in text[end + 1 : end + 1_001].splitlines())
-        line = f"{line} {next((rest for rest in after if rest), '')}".strip()
+        after = (_bare(rest) for rest in text[end + 1 : end + 1_001].splitlines())
+        line = f"{line} {next((rest for rest in after if _SAYS_SOMETHING.search(rest)), '')}".strip()
     return line
+
+
+# A line that says something: a letter or a digit, past a log level in brackets.
+_SAYS_SOMETHING: Final = re.compile(r"^(?:\[[A-Z]+\])?+.*[^\W_]")
+
+
+def _bare(line: str) -> str:
+    return line.strip().strip("=_!").strip()
