@@ -9,10 +9,11 @@ run whose own summary, printed after it, passed. Every pattern is matched at the
 not `FAILED` or `failure`, a test named `test_error_handling` is no error, and a file an edit tool
 echoes with line numbers reads as no run at all. `0 failed` and `Failures: 0` are passes.
 
-`read` judges a text by these lines alone (None when it holds none): a failed summary anywhere
-fails the run; else the last summary or sign decides. The patterns are compiled once into one
-search, anchored at line breaks, so a text is scanned line by line rather than character by
-character.
+`read` judges a text by these lines alone (None when it holds none), in a long text those near its
+ends: a failed summary anywhere fails the run; else the last summary or sign decides. The patterns
+are compiled once into one search anchored at line breaks, in which the engine passes over a line
+at a glance unless it opens as one of them could (a compiler's message opening with a file's path
+is looked for only in a text holding one of the words such messages need).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ _COUNTS: Final = r"(?:\d+ [a-z]+, )*"  # pytest's counts before the one a patter
 PATTERNS: Final[tuple[OutcomePattern, ...]] = (
     # Go: `go test` closes each package with `ok` or `FAIL`; `go build` and `go vet` print only the
     # compiler's `file.go:line:col: message` lines (a test's own log lines have no column).
-    OutcomePattern("go", "go test", "failed", r"FAIL(?:[ \t]|" + _END + ")"),
+    OutcomePattern("go", "go test", "failed", r"FAIL(?:[ \t\x1b]|" + _END + ")"),
     OutcomePattern("go", "go test", "failed", r"--- FAIL: "),
     OutcomePattern("go", "go test", "passed", r"ok[ \t]+\S+[ \t]+(?:\d[\d.]*m?s\b|\(cached\))"),
     OutcomePattern("go", "go test", "passed", r"PASS" + _END),
@@ -133,8 +134,10 @@ PATTERNS: Final[tuple[OutcomePattern, ...]] = (
 # What may stand before a line's own text: a CI log's timestamp, indentation, colour codes, a log
 # level in brackets (`[INFO] BUILD FAILURE`), and the rule pytest draws around its summaries
 # (`===== 2 passed in 0.1s =====`, `____ ERROR collecting`).
-_ANSI: Final = r"(?:\x1b\[[\d;]*[A-Za-z][ \t]*|)"  # a colour code, or none (an empty alternative is cheap)
-_PREFIX: Final = r"\n(?:\d{4}-\d\d-\d\dT[\d:.]+Z[ \t]|)[ \t]*" + _ANSI + _ANSI + r"(?:=+ |_+ |\[[A-Z]+\] |)"
+# Colour codes, or none: each alternative opens with a literal, or is empty, which the engine settles
+# at a glance on a line that opens otherwise.
+_ANSI: Final = r"(?:\x1b\[[\d;]*[A-Za-z][ \t]*(?:\x1b\[[\d;]*[A-Za-z][ \t]*)*|)"
+_PREFIX: Final = r"\n(?:\d{4}-\d\d-\d\dT[\d:.]+Z[ \t]|)[ \t]*" + _ANSI + r"(?:=+ |_+ |\[[A-Z]+\] |)"
 # How a pattern may open other than with a literal: a number (then a blank or `%`), or a file's path.
 _NUMBER_LEADS: Final = (r"\d", "[1-9]", _COUNTS)
 # A compiler's message opening with a path is looked for only in a text holding one of these.
@@ -186,12 +189,6 @@ _ANY_BUT_PATHS: Final = _search(list(PATTERNS), paths=False)
 _EACH: Final[tuple[tuple[Says, re.Pattern[str]], ...]] = tuple(
     (says, _search([p for p in PATTERNS if p.says == says])) for says in ("failed", "passed", "sign")
 )
-# Every pattern needs one of these in the line it matches: a text holding none is passed over.
-_NEEDLES: Final = (
-    "FAIL", "PASS", "ok", "OK", "Tests", "Test ", "passed", "passing", "failing", "failed", "rror", "Found",
-    "Traceback", "panic", "BUILD", "Finished", "ELIFECYCLE", "npm ", "Success", "CMake", "Configuring",
-    ".go:", ".java:", "make", "fail ", "> Task", "Build error", "Failed to compile", "ERROR", "error",
-)  # fmt: skip
 
 
 class Reading(NamedTuple):
@@ -217,8 +214,6 @@ def read(text: str) -> Reading | None:
     if len(text) > HEAD_CHARS + TAIL_CHARS:
         head = text[:HEAD_CHARS].rpartition("\n")[0]
         text = head + "\n" + text[-TAIL_CHARS:].partition("\n")[2]
-    if not any(needle in text for needle in _NEEDLES):
-        return None
     failed = sign = passed = -1  # where each was found in `text` (-1: not found)
     last = ""
     prefixed = "\n" + text

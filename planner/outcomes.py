@@ -407,8 +407,11 @@ def is_read_only(step: Step) -> bool:
         return False
     if not key:
         return True  # only `cd` and exports
-    if key in ("make", "cmake") and re.search(r"\s(-n|--dry-run|--just-print)\b", step.subject):
-        return True
+    if key in ("make", "cmake") and any(
+        words[0].rsplit("/", 1)[-1] == key and {"-n", "--dry-run", "--just-print"} & set(words)
+        for words in _commands(step.subject)
+    ):
+        return True  # a dry run (its own flag: `make 2>&1 | tail -n 20` is a run)
     return key in READ_ONLY or key.split(" ")[0] in READ_ONLY
 
 
