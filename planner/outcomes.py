@@ -4,14 +4,12 @@ open, the agent's own plan, and its latest analysis.
 The local summarizer builds its checkpoint from these, so that "done" lists what happened — a file
 edited or created, a command that changed something and succeeded, a test run that passed, a
 sub-agent that finished, a todo marked completed — and never what the agent only announced. A step
-*failed* when its result is an error, or its own lines say so: a build tool's or test runner's
-verdict (`planner.outcome_patterns`: `FAIL pkg [build failed]`, `npm ERR!`, `BUILD FAILURE`, ...,
-looked for at each end of the result, so that a run piped through `| tail` that exits 0 still
-fails), else a failure in its first or last lines (a traceback, "command not found", "No such file
-or directory", "Error 2", "No replacement was performed", ...). A failure is *resolved* when a
-later step on the same subject succeeded: the same file edited, or the same program run (`make`,
-`pytest`, `npm test`, ...). Read-only commands (`ls`, `cat`, `grep`, `git status`, ...) are
-investigation, not outcomes.
+*failed* when its result is an error, or its lines say so: a build tool's or test runner's verdict
+(`planner.outcome_patterns`: a run piped through `| tail` that exits 0 still fails), else a failure
+in its first or last lines (a traceback, "command not found", "No such file or directory", "Error
+2", "No replacement was performed", ...). A failure is *resolved* when a later step on the same
+subject succeeded: the same file edited, or the same program run (`make`, `pytest`, `npm test`,
+...). Read-only commands (`ls`, `cat`, `grep`, `git status`, ...) are investigation, not outcomes.
 
 Agents that act through text (old-style SWE-agent) are read the same way: the command in the last
 code block of the assistant's reply, its output in the observation that follows.
