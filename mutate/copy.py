@@ -49,8 +49,6 @@ def restore_session(
     (the caller's checks of its fold). Raises `InvalidMessage` naming the first problem; nothing is
     written. The copy ends with a `RestoredFrom` event naming the original's re-derived head.
     """
-    if store.head(session_id)[0]:
-        raise ConflictError(f"session {session_id!r} already exists in {store.path}; restore into a new id")
     bodies = {body.message.id: body for body in (_restored(item, counter) for item in state.bodies)}
     _check_log([record.version for record in state.events], [record.event for record in state.events], bodies)
     events = [e.event for e in state.events]
@@ -59,7 +57,7 @@ def restore_session(
     if events:
         head = _chained(state)
         events.append(RestoredFrom(session_id=state.session_id, version=len(events), head=head))
-    _copy(store, session_id, events, bodies)
+    _copy(store, session_id, events, bodies, "restore into a new id")
     return session_id
 
 
@@ -191,8 +189,6 @@ def fork_session(store: EventStore, parent_id: str, point: int | None, session_i
     copied, so the fork's view at its start is the parent's view at that point. Served-view records
     and usage records are not copied (they attest the parent's model calls). The parent is never written.
     """
-    if store.head(session_id)[0]:
-        raise ConflictError(f"session {session_id!r} already exists in {store.path}; fork into a new id")
     records, stored = store.read_log(parent_id, point)
     head = records[-1].version if records else 0
     if not records or (point is not None and head < point):
@@ -205,7 +201,7 @@ def fork_session(store: EventStore, parent_id: str, point: int | None, session_i
     }
     events: list[Event] = [ForkedFrom(parent_session_id=parent_id, point=head)]
     events.extend(r.event for r in records if not isinstance(r.event, (ViewServed, UsageRecorded)))
-    _copy(store, session_id, events, bodies)
+    _copy(store, session_id, events, bodies, "fork into a new id")
     return session_id
 
 
@@ -240,5 +236,22 @@ def _body(message: Message, tokens: tuple[int, ...], tokenizer: str) -> NewBody:
     return NewBody(normal, data, body_hash(normal), tuple(tokens), tokenizer)
 
 
-def _copy(store: EventStore, session_id: str, events: list[Event], bodies: Mapping[str, NewBody]) -> None:
+def _copy(
+    store: EventStore, session_id: str, events: list[Event], bodies: Mapping[str, NewBody], hint: str
+) -> None:
+    """Write the copy as a new session; a session of that id that already holds exactly this copy (the
+    same command run again) is left as it is, any other is `ConflictError`."""
+    if store.head(session_id)[0]:
+        records, _ = store.read_log(session_id, len(events))
+        if [_same(r.event) for r in records] == [_same(e) for e in events]:
+            return
+        raise ConflictError(f"session {session_id!r} already exists in {store.path}; {hint}")
     writer_for(store).commit([SessionWrite(session_id, 0, events, bodies)])
+
+
+def _same(event: Event) -> object:
+    """What a copied event must match in a stored log: an append as the log numbered it, without the
+    record digest the log adds; any other event whole."""
+    if isinstance(event, MessageAppended):
+        return (event.seq, event.message_id, event.body_hash)
+    return event

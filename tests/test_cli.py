@@ -596,11 +596,16 @@ def _without_round_ids(report: dict[str, Any]) -> dict[str, Any]:
 def test_simulate_prefix_and_an_existing_session(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     run(["simulate", SWE_GPT4, "--budget", 5_000, "--db", db])
-    again = run(["simulate", SWE_GPT4, "--budget", 5_000, "--db", db], code=EXIT_FAILURE)
-    assert "already exists" in again.stderr and "--prefix" in again.stderr
+    # Run again, it simulates into a new session beside the first and says so; nothing is replaced.
+    again = run(["simulate", SWE_GPT4, "--budget", 5_000, "--db", db])
+    assert "already exists: simulating into 'sim/sweagent_pydicom-1458_gpt4-2'" in again.stderr
     run(["simulate", SWE_GPT4, "--budget", 2_000, "--db", db, "--prefix", "tight:"])
     ids = {s["session_id"] for s in run_json(["sessions", "--db", db, "--format", "json"])}
-    assert ids == {"sim/sweagent_pydicom-1458_gpt4", "tight:sweagent_pydicom-1458_gpt4"}
+    assert ids == {
+        "sim/sweagent_pydicom-1458_gpt4",
+        "sim/sweagent_pydicom-1458_gpt4-2",
+        "tight:sweagent_pydicom-1458_gpt4",
+    }
 
 
 def test_a_failed_simulate_writes_nothing(tmp_path: Path) -> None:

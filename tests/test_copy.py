@@ -86,3 +86,26 @@ def test_event_times_are_kept_only_by_the_mutators_copies(tmp_path: Path) -> Non
         state = store.session("t").export_state()
         with pytest.raises(InvalidArgument):
             store.restore(state, session_id="other", exact=True)
+
+
+def test_a_fork_or_restore_made_again_is_left_as_it_is_and_another_is_refused(tmp_path: Path) -> None:
+    # The same command run twice (a README example, a retried script) writes nothing the second time;
+    # a different fork or document under a taken id is still refused.
+    from transcript import ConflictError, Message, Store
+
+    with Store.open(tmp_path / "s.db", tokenizer="chars/4") as store:
+        t = store.session("p")
+        t.append(Message.user("one", id="m1"))
+        t.append(Message.user("two", id="m2"))
+        first = store.fork("p", at=1, new_session_id="f")
+        version = first.version
+        again = store.fork("p", at=1, new_session_id="f")
+        assert again.version == version and [m.id for m in again.stored_messages()] == ["m1"]
+        with pytest.raises(ConflictError):
+            store.fork("p", at=2, new_session_id="f")
+        state = t.export_state()
+        restored = store.restore(state, session_id="r")
+        assert store.restore(state, session_id="r").version == restored.version
+        t.append(Message.user("three", id="m3"))
+        with pytest.raises(ConflictError):
+            store.restore(t.export_state(), session_id="r")

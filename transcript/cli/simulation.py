@@ -269,11 +269,12 @@ def economy_lines(*economies: Economy) -> list[str]:
 def _simulate(
     store: Store, parsed: list[ParsedSession], budget: int, config: CompactConfig, prefix: str
 ) -> list[Simulation]:
-    taken = [f"{prefix}{s.session_id}" for s in parsed if store.has_session(f"{prefix}{s.session_id}")]
-    if taken:
-        raise click.ClickException(
-            f"session {taken[0]!r} already exists in {store.path}; use --prefix or --db"
-        )
+    # A simulation run again goes into a new session beside the earlier one (sim/run-2, ...), said on
+    # stderr: every run of the command simulates, none replaces or extends an earlier run.
+    names = {s.session_id: _free(store, f"{prefix}{s.session_id}") for s in parsed}
+    for session_id, name in names.items():
+        if name != f"{prefix}{session_id}":
+            click.echo(f"session {prefix + session_id!r} already exists: simulating into {name!r}", err=True)
     differ = store.stored_differently([m for session in parsed for m in session.replayable()])
     if differ:
         # Simulated sessions share bodies with an import of the same file; one stored by an earlier
@@ -287,10 +288,10 @@ def _simulate(
     calls = sum(m.role == "assistant" for session in parsed for m in session.replayable())
     with progress(calls, "simulating", "model calls") as bar:
         for session in parsed:
-            sid = f"{prefix}{session.session_id}"
+            sid = names[session.session_id]
             if store.has_session(sid):
                 raise click.ClickException(
-                    f"session {sid!r} already exists in {store.path}; use --prefix or --db"
+                    f"session {sid!r} was created in {store.path} while this simulation ran; run it again"
                 )
             transcript = store.session(sid, config=config)
             run = simulate_session(
@@ -302,6 +303,15 @@ def _simulate(
             )
             runs.append(run)
     return runs
+
+
+def _free(store: Store, name: str) -> str:
+    """`name`, or the first of `name-2`, `name-3`, ... that no session of the store has."""
+    candidate, number = name, 1
+    while store.has_session(candidate):
+        number += 1
+        candidate = f"{name}-{number}"
+    return candidate
 
 
 def totals(run: Simulation) -> dict[str, Any]:

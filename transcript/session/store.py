@@ -221,7 +221,8 @@ class Store:
     ) -> Transcript:
         """Rebuild an exported session (`Transcript.export_state()`) in this file, in one transaction.
 
-        The session must not exist yet; its view is the exported one, byte for byte. The document is
+        The session must not exist yet — unless it holds this very restore already (the same call made
+        again: nothing is written); its view is the exported one, byte for byte. The document is
         checked before anything is written (`InvalidMessage`): as an append would check it, its
         events against the head it states, and its log folded as a resumed process would fold it
         (`transcript.session.restoring`). The copy records the original's re-derived head, which
@@ -254,7 +255,9 @@ class Store:
         """A new session that starts as `session_id` was at point `at` ("last" or a version).
 
         Bodies are shared, the parent's marks up to that point are copied, and the fork's own
-        compactions never touch the parent. `new_session_id` defaults to `<parent>@<point>`.
+        compactions never touch the parent. `new_session_id` defaults to `<parent>@<point>`. A session
+        of that id that already holds this very fork is reopened (nothing is written); any other is
+        `ConflictError`.
         """
         from mutate.copy import fork_session
 
