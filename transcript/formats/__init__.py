@@ -17,7 +17,11 @@ from transcript.model.errors import InvalidArgument
 
 
 def parse(path: str | Path, format: str) -> list[ParsedSession]:
-    """The sessions of a file in a named format; raises `FormatError` naming the bad line."""
+    """The sessions of a file in a named format (`auto`: the one `detect_format` finds); raises
+    `FormatError` naming the bad line, or the file when it cannot be read (missing, not a regular
+    file, no permission)."""
+    if format == "auto":
+        format = detect_format(path)
     target = IMPORTERS.get(format) if isinstance(format, str) else None
     if target is None:
         raise InvalidArgument(f"unknown format {format!r} (expected one of: auto, {', '.join(IMPORTERS)})")
@@ -25,7 +29,11 @@ def parse(path: str | Path, format: str) -> list[ParsedSession]:
     parser: Callable[[str | Path], list[ParsedSession]] = getattr(
         importlib.import_module(module), function or "parse"
     )
-    return parser(as_path(path))
+    file = as_path(path)
+    try:
+        return parser(file)
+    except OSError as exc:  # an importer that looked at the file before reading it (its time, its size)
+        raise FormatError(file, None, f"cannot read it: {exc.strerror or exc}") from exc
 
 
 def detect_format(path: str | Path) -> str:

@@ -68,6 +68,11 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
             raise SchemaError(
                 "not a session-state document: nested deeper than a decoder can follow"
             ) from None
+        except UnicodeEncodeError as exc:  # text holding a lone surrogate is no JSON text
+            raise InvalidArgument(
+                f"a session-state document given as text must be valid Unicode; position {exc.start} "
+                "holds a lone surrogate"
+            ) from None
         if state.format_version > STATE_VERSION:
             raise SchemaError(
                 f"session-state format {state.format_version} is newer than this release ({STATE_VERSION})"

@@ -48,11 +48,28 @@ def translate(exc: sqlite3.Error, action: str) -> TranscriptError:
     if str(exc).startswith(_SCHEMA_DAMAGE) or "already exists" in str(exc):
         # The store's own statements name only what its migrations created: the schema was damaged.
         return StoreCorrupted(f"{detail} (the file's schema is not the one its migrations made)")
+    if name == "SQLITE_IOERR_WRITE" and (limit := _file_size_limit()) is not None:
+        # SQLite reports a write refused for the file-size limit (EFBIG, SIGXFSZ ignored) as an I/O
+        # error, where a full disk is SQLITE_FULL: both mean the same to the caller.
+        return StoreFull(
+            f"{detail} (a file of the store reached this process's file-size limit, RLIMIT_FSIZE = "
+            f"{limit:,} bytes; nothing of this write was stored)"
+        )
     if name.startswith(("SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_PERM", "SQLITE_AUTH")):
         return StoreUnavailable(detail)
     if isinstance(exc, sqlite3.OperationalError):
         return StoreUnavailable(detail)
     return TranscriptError(detail)
+
+
+def _file_size_limit() -> int | None:
+    """This process's file-size limit in bytes (`RLIMIT_FSIZE`), or None when it has none."""
+    try:
+        import resource
+    except ImportError:  # no such limit where there is no `resource` (Windows)
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 @contextlib.contextmanager

@@ -129,6 +129,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+# The most hits one search returns: a database integer holds it (a larger limit would overflow).
+SEARCH_LIMIT_MAX: Final = 2**31 - 1
+
+
 def _serialized(method: Callable[Concatenate[EventLog, P], R]) -> Callable[Concatenate[EventLog, P], R]:
     """Run a method holding the log's lock: one connection, used by one thread at a time."""
 
@@ -349,8 +353,16 @@ class EventLog:
         """
         if not isinstance(phrase, str) or not phrase.strip():
             raise InvalidArgument(f"search for a non-blank phrase, not {phrase!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidArgument(f"limit must be a positive whole number, not {limit!r}")
+        try:
+            phrase.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgument(
+                f"the search phrase must be valid Unicode; position {exc.start} holds a lone surrogate"
+            ) from None
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= SEARCH_LIMIT_MAX:
+            raise InvalidArgument(
+                f"limit must be a whole number from 1 to {SEARCH_LIMIT_MAX:,}, not {limit!r:.40}"
+            )
         if not self.capabilities.search:
             raise InvalidArgument(f"{self.path}: this backend keeps no full-text index (SQLite stores do)")
         return self.recorder.search(phrase, session_id=session_id, limit=limit)
