@@ -31,6 +31,7 @@ from transcript.formats.base import FormatError, ParsedSession
 from transcript.model.errors import ConflictError, DuplicateMessage, InvalidMessage
 from transcript.model.state import SessionState
 from transcript.session.importing import ImportReport, read_import, renamed, store_parsed
+from transcript.store.location import read_regular
 
 # The file names a directory import reads: what the importers' tools write. Files read with the
 # session beside them (Claude Code's sub-agents and their `.meta.json`, spilled tool outputs) are left
@@ -308,7 +309,7 @@ def restore(file: Path, db_path: str | None, as_id: str | None, fmt: str) -> Non
     """Restore a session from a state document (`export --state -o FILE`): the same log and the same
     view, checked before anything is written; the session must not exist yet."""
     try:
-        state = SessionState.from_json(file.read_bytes())
+        state = SessionState.from_json(read_regular(file, "a session-state document"))
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise click.ClickException(
             f"{safe(str(file))} is no session-state document: {safe(str(exc))}"

@@ -19,6 +19,7 @@ from typing import BinaryIO, Final
 
 from transcript.formats.base import FormatError
 from transcript.model.errors import InvalidArgument
+from transcript.store.location import file_kind as kind_of
 
 # The most an import reads over all its files (recorded sessions run to tens of MB; this refuses a
 # mistake, such as a link to a device, long before memory runs out).
@@ -42,21 +43,6 @@ class ReadBudget:
         return FormatError(
             path, None, f"{size:,} bytes would take the import past {self.limit:,} bytes; nothing was read"
         )
-
-
-def kind_of(mode: int) -> str:
-    """What a file that is not a regular file is, in words."""
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    return "not a regular file"
 
 
 def read_file(

@@ -72,6 +72,11 @@ class SessionLeased(StoreLocked):
     """Another worker holds the session's lease (`Transcript.lease()`); nothing was done."""
 
 
+class NotARegularFile(StoreUnavailable, InvalidArgument):
+    """A path names a directory, a FIFO, a device or a socket where a regular file is read (a store,
+    its head anchor, a document); it was refused before anything was read from it or waited on."""
+
+
 class StoreReadOnly(StoreUnavailable):
     """A write was attempted on a store opened read-only (or a read-only file)."""
 

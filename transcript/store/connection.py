@@ -22,7 +22,7 @@ from transcript.model.errors import (
     StoreUnavailable,
     TranscriptError,
 )
-from transcript.store.location import MEMORY, default_path
+from transcript.store.location import MEMORY, check_regular, default_path
 
 Synchronous = Literal["FULL", "NORMAL", "OFF", "EXTRA"]
 
@@ -92,6 +92,8 @@ def connect(
     The connection may be used from any thread: the event log above it serializes its use.
     """
     target = str(path)
+    if target != MEMORY:
+        check_regular(target, "a store")  # SQLite would wait on a FIFO, or read a device as empty
     with translated(f"opening {target}"):
         if target == MEMORY:
             if readonly:

@@ -87,10 +87,11 @@ def verify(
     sessions` earlier): the whole hash, or any prefix of it of at least `HEAD_PREFIX_MIN` hex digits;
     a session whose head differs, or that is gone, is named. `anchor`: the head anchor file to check
     the chains against — by default `<file>.anchor` when it exists; a path; or False for none.
+    A path that names a directory, a FIFO or a device is refused at once (`NotARegularFile`).
     `extra` checks what the store layer cannot (the session layer's snapshots against a fold).
     """
     from transcript.store.backends import anchor_location, open_recorder
-    from transcript.store.location import MEMORY, MEMORY_RECORDER, check_location, is_server
+    from transcript.store.location import MEMORY, MEMORY_RECORDER, check_location, check_regular, is_server
     from transcript.store.log import read_anchor
 
     check_type(path, (str, Path), "path")
@@ -98,6 +99,8 @@ def verify(
     check_expected_heads(expect_heads)
     target = check_location(path)
     no_file = target == MEMORY or target.startswith(MEMORY_RECORDER) or is_server(target)
+    if not no_file:
+        check_regular(target, "a store")
     anchor_path = None if anchor is True and no_file else anchor_location(target, anchor)
     if anchor_path and anchor is not True and not Path(anchor_path).exists():
         raise InvalidArgument(f"no head anchor file at {anchor_path}")
