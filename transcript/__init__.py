@@ -72,6 +72,8 @@ if TYPE_CHECKING:
     from transcript.session.status import Status as Status
     from transcript.session.store import Store as Store
     from transcript.session.verifying import verify as verify
+    from transcript.store.acknowledge import acknowledge_loss as acknowledge_loss
+    from transcript.store.anchor import AcknowledgedLoss as AcknowledgedLoss
     from transcript.store.port import SessionInfo as SessionInfo
     from transcript.store.verify import VerifyReport as VerifyReport
 
@@ -138,9 +140,12 @@ _EXPORTS = {
     "Store": "transcript.session.store",
     "VerifyReport": "transcript.store.verify",
     "verify": "transcript.session.verifying",
+    "AcknowledgedLoss": "transcript.store.anchor",
+    "acknowledge_loss": "transcript.store.acknowledge",
 }
 
 __all__ = [
+    "AcknowledgedLoss",
     "AsyncTranscript",
     "Calibration",
     "Checkpoint",
@@ -197,6 +202,7 @@ __all__ = [
     "VerifyReport",
     "View",
     "WriteRefused",
+    "acknowledge_loss",
     "count_tool_tokens",
     "from_anthropic",
     "from_openai",

@@ -164,11 +164,31 @@ def fork(db_path: str | None, session_id: str | None, at: str, new_id: str | Non
     metavar="SESSION=HASH",
     help="A head hash kept elsewhere (sessions --format json prints them); repeatable.",
 )
+@click.option(
+    "--acknowledge-loss",
+    "acknowledge",
+    multiple=True,
+    metavar="SESSION",
+    help="Record in the head anchor that the session's lost events are accounted for (needs --reason); "
+    "verify then lists the loss instead of failing on it. Repeatable.",
+)
+@click.option("--reason", default=None, help="Why the loss is acknowledged (with --acknowledge-loss).")
+@click.option("--by", default=None, help="Who acknowledges it (default: this user).")
 @format_option
-def verify(db_path: str | None, served: bool, deep: bool, expect: tuple[str, ...], fmt: str) -> None:
+def verify(
+    db_path: str | None,
+    served: bool,
+    deep: bool,
+    expect: tuple[str, ...],
+    acknowledge: tuple[str, ...],
+    reason: str | None,
+    by: str | None,
+    fmt: str,
+) -> None:
     """Check the whole file: bodies (content hash, record digest, counts), every hash chain, history,
-    session heads, guard triggers. Exit 3 naming the first problem."""
+    session heads, guard triggers, the head anchor. Exit 3 naming the first problem."""
     from transcript.session.verifying import verify as verify_file
+    from transcript.store.acknowledge import acknowledge_loss
     from transcript.store.verify import check_expected_heads
 
     heads = {}
@@ -181,7 +201,13 @@ def verify(db_path: str | None, served: bool, deep: bool, expect: tuple[str, ...
         check_expected_heads(heads)
     except InvalidArgument as exc:
         raise click.BadParameter(safe(str(exc)), param_hint="--expect-head") from exc
+    if acknowledge and reason is None:
+        raise click.BadParameter("say why the loss is acknowledged", param_hint="--reason")
     path = store_path(db_path)
+    for session_id in acknowledge:
+        loss = acknowledge_loss(path, session_id, reason=reason or "", by=by)
+        if fmt == "text":
+            click.echo(f"acknowledged: {safe(str(loss))}")
     try:
         report = verify_file(path, deep=deep, expect_heads=heads)
     except StoreCorrupted as exc:  # not even its header reads: the check found the file damaged
@@ -203,6 +229,7 @@ def verify(db_path: str | None, served: bool, deep: bool, expect: tuple[str, ...
                     bar.update(1)
     lines = [f"{safe(str(path))}: {report.bodies} bodies, {report.sessions} sessions, {report.events} events"]
     lines += [f"  {safe(str(p))}" for p in report.problems]
+    lines += [f"  acknowledged: {safe(str(loss))}" for loss in report.acknowledged]
     lines += [f"  session {safe(s)} point {d.point}: {safe(d.detail)}" for s, d in drifts]
     lines.append(
         "ok" if report.ok and not drifts else f"FAILED: {safe(str(report.first or drifts[0][1].detail))}"

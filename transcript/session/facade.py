@@ -208,7 +208,7 @@ class Transcript:
         provider: str | ProviderCaps | None = None,
         title: str | None = None,
         before_compact: BeforeCompact | None = None,
-        anchor: bool | str | Path = False,
+        anchor: bool | str | Path | None = None,
     ) -> Transcript:
         """Open a file and one of its sessions; closing the transcript closes the file.
 

@@ -44,7 +44,7 @@ class Store:
         timeout: float = 5.0,
         synchronous: str = "FULL",
         tokenizer: str = CL100K,
-        anchor: bool | str | Path = False,
+        anchor: bool | str | Path | None = None,
     ) -> Store:
         """Open (and, unless read-only, create or migrate) a store.
 
@@ -52,8 +52,12 @@ class Store:
         store. `synchronous="FULL"` makes every committed turn survive power loss; `"NORMAL"` trades
         that for speed. `timeout` is how long a writer waits for another's lock before `StoreLocked`.
         `tokenizer` is `cl100k_base` (exact) or `chars/4` (an estimate, only when asked for).
-        `anchor=True` keeps a head anchor file beside the store (`<file>.anchor`; or give a path): after
-        every commit it records the heads, fsync'd, so `verify` names a tail the file lost.
+        A store file keeps a head anchor beside it (`<file>.anchor`): after every commit the heads
+        are appended to it, so `verify` names a tail the file lost (a deleted `-wal`, an old copy put
+        back) until the loss is acknowledged (`transcript.acknowledge_loss`). By default the line is
+        not fsync'd (no second fsync per turn; it survives a killed process, and after a power loss it
+        may lag the store, never lead it); `anchor=True` fsyncs it, `anchor=PATH` keeps it elsewhere,
+        fsync'd, and `anchor=False` keeps none.
         """
         get_counter(tokenizer)
         check_flag(readonly, "readonly")

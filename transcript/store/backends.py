@@ -9,28 +9,32 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from transcript.model.errors import InvalidArgument, StoreUnavailable
+from transcript.store.anchor import ANCHOR_SUFFIX as ANCHOR_SUFFIX, HeadAnchor
 from transcript.store.location import MEMORY, MEMORY_RECORDER, check_location, is_server
-from transcript.store.log import EventLog, HeadAnchor
+from transcript.store.log import EventLog
 from transcript.store.recorder import Recorder
 
 if TYPE_CHECKING:
     from transcript.store.postgres import PostgresRecorder
 
 SYNC_MODES: Final = ("FULL", "EXTRA", "NORMAL", "OFF")
-ANCHOR_SUFFIX: Final = ".anchor"
 
 
 def anchor_location(location: str, anchor: object) -> str | None:
-    """Where a store's head anchor file is (None: no anchor), or `InvalidArgument`."""
+    """Where a store's head anchor file is (None: no anchor), or `InvalidArgument`. `anchor` is None
+    (the default: `<file>.anchor` for a store file, none for a store that is no file), True (the same,
+    and a store that is no file is refused), False (none) or a path."""
     if anchor is False:
         return None
-    if anchor is True:
+    if anchor is None or anchor is True:
         if location == MEMORY or location.startswith(MEMORY_RECORDER) or is_server(location):
+            if anchor is None:
+                return None
             raise InvalidArgument(f"{location} is not a file: name the head anchor's path (anchor=PATH)")
         return location + ANCHOR_SUFFIX
     if isinstance(anchor, (str, Path)) and str(anchor):
         return str(anchor)
-    raise InvalidArgument(f"anchor is True, False or a path, not {anchor!r}")
+    raise InvalidArgument(f"anchor is None, True, False or a path, not {anchor!r}")
 
 
 def open_recorder(
@@ -84,18 +88,21 @@ def open_backend(
     readonly: bool = False,
     timeout: float = 5.0,
     synchronous: str = "FULL",
-    anchor: bool | str | Path = False,
+    anchor: bool | str | Path | None = None,
 ) -> EventLog:
     """The event log of the store at `location`: created or migrated unless read-only.
 
     `timeout` is how long a writer waits for another's lock; `synchronous` how durable a commit is
-    (SQLite's setting: `FULL` survives power loss). `anchor` keeps a head anchor file (`True`: beside
-    a store file, as `<file>.anchor`; or a path), which `verify` reads to name a lost tail.
+    (SQLite's setting: `FULL` survives power loss). `anchor` is the head anchor file `verify` reads to
+    name a lost tail (`transcript.store.anchor`): None (the default) keeps `<file>.anchor` beside a store
+    file, appended after each commit without fsync; True the same, fsync'd (and refused for a store
+    that is no file); a path, fsync'd; False none.
     """
     target = check_location(location)
     anchor_path = anchor_location(target, anchor)
     recorder = open_recorder(target, readonly=readonly, timeout=timeout, synchronous=synchronous)
-    log = EventLog(recorder, anchor=HeadAnchor(anchor_path) if anchor_path and not readonly else None)
+    kept = HeadAnchor(anchor_path, durable=anchor is not None) if anchor_path and not readonly else None
+    log = EventLog(recorder, anchor=kept)
     if log.recorder.attestation_due:
         try:
             log.attest()

@@ -33,7 +33,6 @@ from transcript.model.errors import (
     SessionNotFound,
     StoreCorrupted,
     StoreReadOnly,
-    StoreUnavailable,
     TranscriptError,
     WriteRefused,
 )
@@ -49,6 +48,7 @@ from transcript.model.events import (
     SessionErased,
 )
 from transcript.model.hashing import GENESIS, event_hash, record_digest, snapshot_digest
+from transcript.store.anchor import HeadAnchor as HeadAnchor, read_anchor as read_anchor
 from transcript.store.explained import unexplained_marks
 from transcript.store.port import (
     Committed,
@@ -743,81 +743,6 @@ def _refuse_redacted(row: BodyRow) -> None:
         f"message {row.message_id!r} was redacted in this store; a write that brings back its content "
         "is refused (nothing was written)"
     )
-
-
-class HeadAnchor:
-    """A file beside the store that records each session's head after every commit (JSON lines,
-    fsync'd, mode 0600): `verify` reads it and names a tail the store lost (a deleted `-wal`, a
-    restored backup) without a hash kept by hand. A head it holds may lag the store by the commit
-    a crash interrupted, never lead it."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    def record(self, heads: Mapping[str, tuple[int, str]]) -> None:
-        """Append the heads just committed, durably."""
-        if not heads:
-            return
-        lines = b"".join(
-            _ANCHOR_ENCODER.encode({"session_id": sid, "version": version, "hash": digest}) + b"\n"
-            for sid, (version, digest) in heads.items()
-        )
-        try:
-            if self._fd is None:
-                self._fd = _open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-            os.write(self._fd, lines)
-            os.fsync(self._fd)
-        except OSError as exc:
-            raise StoreUnavailable(
-                f"the write was committed, but the head anchor {self.path} could not record it: "
-                f"{exc.strerror}"
-            ) from exc
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
-_ANCHOR_ENCODER: Final = msgspec.json.Encoder()
-
-
-def read_anchor(path: str) -> dict[str, tuple[int, str]]:
-    """The last head an anchor file holds for each session; a torn last line (a crash while it was
-    written) is passed over. Raises `InvalidArgument` when the file is not an anchor file."""
-    try:
-        fd = _open_private(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return {}
-    with os.fdopen(fd, "rb") as file:
-        lines = file.read().splitlines()
-    heads: dict[str, tuple[int, str]] = {}
-    for number, line in enumerate(lines, start=1):
-        try:
-            entry = msgspec.json.decode(line, type=_AnchorLine)
-        except msgspec.DecodeError as exc:
-            if number == len(lines):
-                break
-            raise InvalidArgument(f"{path}, line {number}: not a head anchor line ({exc})") from exc
-        heads[entry.session_id] = (entry.version, entry.hash)
-    return heads
-
-
-class _AnchorLine(msgspec.Struct, frozen=True):
-    session_id: str
-    version: int
-    hash: str
-
-
-def _open_private(path: str, flags: int) -> int:
-    """Open a file without following a link, created readable by its owner only."""
-    try:
-        return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise InvalidArgument(f"cannot open the head anchor {path}: {exc.strerror}") from exc
 
 
 def _check_times(write: SessionWrite) -> None:

@@ -39,6 +39,7 @@ from transcript.model.events import (
 from transcript.model.hashing import GENESIS, body_hash, event_hash, payload_digest, record_digest
 from transcript.model.message import Message
 from transcript.model.redaction import is_tombstone
+from transcript.store.anchor import AcknowledgedLoss, Anchor, held_at, read_anchor
 from transcript.store.explained import unexplained_marks
 from transcript.store.recorder import Problem as Problem, Recorder
 from transcript.tokens import get_counter, message_tokens
@@ -60,6 +61,9 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     # release): their bodies' records are checked against their own digests, not against the chain.
     unattested: tuple[str, ...] = ()
     anchored: int = 0  # how many sessions an anchor file vouched for
+    # Losses the anchor file named and someone acknowledged (`transcript.store.anchor`): information,
+    # not problems.
+    acknowledged: tuple[AcknowledgedLoss, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -86,17 +90,20 @@ def verify(
     `expect_heads` maps session ids to head hashes kept elsewhere (e.g. printed by `transcript
     sessions` earlier): the whole hash, or any prefix of it of at least `HEAD_PREFIX_MIN` hex digits;
     a session whose head differs, or that is gone, is named. `anchor`: the head anchor file to check
-    the chains against — by default `<file>.anchor` when it exists; a path; or False for none.
+    the chains against — by default `<file>.anchor` when it exists; a path; or False for none. Every
+    head it kept must be on its session's chain (`events_lost`, `anchor_mismatch`) unless that loss
+    was acknowledged (`transcript.store.acknowledge.acknowledge_loss`; listed in
+    `acknowledged`).
     A path that names a directory, a FIFO or a device is refused at once (`NotARegularFile`).
     `extra` checks what the store layer cannot (the session layer's snapshots against a fold).
     """
     from transcript.store.backends import anchor_location, open_recorder
     from transcript.store.location import MEMORY, MEMORY_RECORDER, check_location, check_regular, is_server
-    from transcript.store.log import read_anchor
 
     check_type(path, (str, Path), "path")
     check_flag(deep, "deep")
     check_expected_heads(expect_heads)
+    check_type(anchor, (bool, str, Path), "anchor")
     target = check_location(path)
     no_file = target == MEMORY or target.startswith(MEMORY_RECORDER) or is_server(target)
     if not no_file:
@@ -104,7 +111,7 @@ def verify(
     anchor_path = None if anchor is True and no_file else anchor_location(target, anchor)
     if anchor_path and anchor is not True and not Path(anchor_path).exists():
         raise InvalidArgument(f"no head anchor file at {anchor_path}")
-    anchors = read_anchor(anchor_path) if anchor_path else {}
+    anchors = read_anchor(anchor_path) if anchor_path else None
     recorder = open_recorder(target, verifying=True)
     try:
         return check(recorder, deep=deep, expect_heads=expect_heads, anchors=anchors, extra=extra)
@@ -141,13 +148,13 @@ def check(
     *,
     deep: bool = False,
     expect_heads: Mapping[str, str] | None = None,
-    anchors: Mapping[str, tuple[int, str]] | None = None,
+    anchors: Anchor | None = None,
     extra: Callable[[Recorder], list[Problem]] | None = None,
 ) -> VerifyReport:
-    """`verify` over an open recorder: the backend's own checks around the log's. `anchors` are the
-    heads an anchor file recorded (by session: version and hash), each of which the chain must hold;
-    `extra` more checks over the recorder (see `verify`)."""
-    anchors = dict(anchors or {})
+    """`verify` over an open recorder: the backend's own checks around the log's. `anchors` is what
+    an anchor file holds: the heads (by session: version and hash) each chain must hold, and the
+    losses acknowledged; `extra` more checks over the recorder (see `verify`)."""
+    anchors = anchors or Anchor({})
     problems: list[Problem] = []
     with recorder.reading():
         storage = recorder.storage_check()
@@ -164,10 +171,10 @@ def check(
         summaries: set[str] = set()
         redacted: dict[str, Message] = {}
         bodies = dict(_check_bodies(recorder.scan_bodies(), problems, deep, summaries, redacted))
-        seen = _check_sessions(recorder.scan_events(), bodies, summaries, redacted, anchors, problems)
+        seen = _check_sessions(recorder.scan_events(), bodies, summaries, redacted, anchors.heads, problems)
         _check_body_order(list(bodies), seen, problems)
         heads = _check_heads(recorder.heads(), seen, dict(expect_heads or {}), problems)
-        _check_anchors(anchors, seen, problems)
+        _check_anchors(anchors.heads, seen, problems)
         if extra is not None:
             problems.extend(extra(recorder))
         problems.extend(storage.after)
@@ -180,7 +187,8 @@ def check(
         problems=tuple(problems),
         heads=heads,
         unattested=tuple(sid for sid, session in seen.items() if session.unattested),
-        anchored=len(anchors),
+        anchored=len(anchors.heads),
+        acknowledged=anchors.acknowledged,
     )
 
 
@@ -274,7 +282,8 @@ class _Seen(NamedTuple):
     # head a restored copy was re-derived to.
     settled: frozenset[str]
     unattested: bool  # an append before records were chained, and no attestation of it
-    anchored: str | None  # the hash at the version its anchor names (None: the chain is shorter)
+    # The hash the chain holds at each version an anchor file kept (a version it does not reach left out).
+    anchored: Mapping[int, str]
     appended: tuple[str, ...]  # the history's message ids, in order
 
 
@@ -283,19 +292,19 @@ def _check_sessions(
     bodies: dict[str, tuple[str, str | None, bool]],
     summaries: set[str],
     redacted: dict[str, Message],
-    anchors: Mapping[str, tuple[int, str]],
+    anchors: Mapping[str, tuple[tuple[int, str], ...]],
     problems: list[Problem],
 ) -> dict[str, _Seen]:
     # One pass over every event, grouped here: a session id damaged into text that is not UTF-8
     # could not even be sent back to the backend as a query parameter.
     seen: dict[str, _Seen] = {}
     for session_id, group in itertools.groupby(rows, key=lambda row: row[0]):
-        anchor = anchors.get(session_id, (0, ""))[0]
         session_rows = [row[1:] for row in group]
         audit = _audit(session_rows)
-        seen[session_id] = _check_session(
-            session_id, iter(session_rows), bodies, summaries, anchor, problems, audit, redacted
-        )
+        walked = _check_session(session_id, iter(session_rows), bodies, summaries, problems, audit, redacted)
+        kept = anchors.get(session_id, ())
+        held = held_at(kept, ((row[0], row[5], row[6]) for row in session_rows)) if kept else {}
+        seen[session_id] = walked._replace(anchored=held)
     return seen
 
 
@@ -334,7 +343,6 @@ def _check_session(
     rows: Iterator[tuple[Any, ...]],
     bodies: dict[str, tuple[str, str | None, bool]],
     summaries: set[str],
-    anchor: int,
     problems: list[Problem],
     audit: _Audit,
     redacted: dict[str, Message],
@@ -348,7 +356,6 @@ def _check_session(
     next_seq = 0
     last = (0, GENESIS)
     settled: list[str] = []
-    anchored = None
     read: list[tuple[int, str, Event]] = []  # every event read whole, with the commit it is of
     if audit.erased is not None:
         # The log before the erasure is gone; the erasure event chains from its last hash.
@@ -357,8 +364,6 @@ def _check_session(
     for version, kind, row_seq, row_message_id, recorded_at, payload, stored_hash in rows:
         count += 1
         last = (version, stored_hash)
-        if version == anchor:
-            anchored = stored_hash
         report = functools.partial(_report, problems, session_id, version)
         if isinstance(payload, bytes):
             # Rewritten as a BLOB (X'..', a cast): the row was edited outside the store.
@@ -455,7 +460,7 @@ def _check_session(
                     unrecorded.discard(message_id)
     _check_marks(session_id, _since_records(read), summaries, problems)
     return _Seen(
-        count, last, frozenset(settled or [GENESIS]) | restored, bool(unrecorded), anchored, tuple(appended)
+        count, last, frozenset(settled or [GENESIS]) | restored, bool(unrecorded), {}, tuple(appended)
     )
 
 
@@ -601,27 +606,35 @@ def _check_body_order(stored: list[str], seen: dict[str, _Seen], problems: list[
 
 
 def _check_anchors(
-    anchors: Mapping[str, tuple[int, str]], seen: dict[str, _Seen], problems: list[Problem]
+    anchors: Mapping[str, tuple[tuple[int, str], ...]], seen: dict[str, _Seen], problems: list[Problem]
 ) -> None:
-    """Every head an anchor file recorded must be on its session's chain (it may have moved on since):
-    a commit acknowledged once is never lost without this saying so."""
-    for session_id, (version, kept) in sorted(anchors.items()):
+    """Every head an anchor file kept must be on its session's chain (it may have moved on since):
+    a commit acknowledged once is never lost without this saying so, however much is written after
+    (`transcript.store.anchor`), until the loss is acknowledged."""
+    for session_id, kept in sorted(anchors.items()):
         session = seen.get(session_id)
-        if session is None or session.anchored is None:
-            held = session.last[0] if session is not None else 0
-            problems.append(
-                Problem(
-                    code="events_lost",
-                    detail=f"the anchor file holds version {version} of it; the store holds {held} events",
-                    session_id=session_id,
+        for version, digest in kept:
+            found = session.anchored.get(version) if session is not None else None
+            if found is None:
+                held = session.last[0] if session is not None else 0
+                problems.append(
+                    Problem(
+                        code="events_lost",
+                        detail=(
+                            f"the anchor file holds version {version} of it; the store holds {held} events"
+                        ),
+                        session_id=session_id,
+                    )
                 )
-            )
-        elif session.anchored != kept:
-            problems.append(
-                Problem(
-                    code="anchor_mismatch",
-                    detail=f"event {version} is not the one the anchor file holds",
-                    session_id=session_id,
-                    version=version,
+            elif found != digest:
+                problems.append(
+                    Problem(
+                        code="anchor_mismatch",
+                        detail=(
+                            f"event {version} is not the one the anchor file holds: the events after "
+                            f"version {version - 1} that it recorded were lost and others written since"
+                        ),
+                        session_id=session_id,
+                        version=version,
+                    )
                 )
-            )
