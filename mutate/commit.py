@@ -7,7 +7,7 @@ reading back.
 A step is planned from one version of the session. When the session moved on before the step could
 commit — the loop appended a turn while the summarizer ran, say — the step still commits if all that
 happened since was new messages and records that change no flag (served views, billed usage, titles,
-processes, provider capabilities):
+processes, provider capabilities, stored snapshots):
 nothing it marked or summarized was touched, so its marks, summary and record mean what they did.
 It is then committed at the new head, its summary appended after the new messages, its record's
 view counting them. Anything else (a mark, another round's record) is the conflict it always was.
@@ -26,6 +26,7 @@ from transcript.model.events import (
     Event,
     MessageAppended,
     ProcessesSet,
+    SnapshotRecorded,
     TitleSet,
     UsageRecorded,
     ViewServed,
@@ -36,7 +37,15 @@ from transcript.store.writer import writer_for
 __all__ = ["Written", "commit"]
 
 # What may have been appended to a session meanwhile without touching what a planned step marks.
-_HARMLESS: tuple[type, ...] = (MessageAppended, ViewServed, UsageRecorded, TitleSet, CapsSet, ProcessesSet)
+_HARMLESS: tuple[type, ...] = (
+    MessageAppended,
+    ViewServed,
+    UsageRecorded,
+    TitleSet,
+    CapsSet,
+    ProcessesSet,
+    SnapshotRecorded,
+)
 
 
 def commit(

@@ -20,6 +20,7 @@ from transcript.model.events import (
     MessageMarked,
     MessagesExcluded,
     RestoredFrom,
+    SnapshotRecorded,
     UsageRecorded,
     ViewServed,
 )
@@ -187,7 +188,8 @@ def fork_session(store: EventStore, parent_id: str, point: int | None, session_i
 
     The bodies are shared; the parent's marks, directives and compaction records up to the point are
     copied, so the fork's view at its start is the parent's view at that point. Served-view records
-    and usage records are not copied (they attest the parent's model calls). The parent is never written.
+    and usage records are not copied (they attest the parent's model calls), nor snapshot records (the
+    parent's snapshots). The parent is never written.
     """
     records, stored = store.read_log(parent_id, point)
     head = records[-1].version if records else 0
@@ -200,7 +202,8 @@ def fork_session(store: EventStore, parent_id: str, point: int | None, session_i
         for message_id, body in stored.items()
     }
     events: list[Event] = [ForkedFrom(parent_session_id=parent_id, point=head)]
-    events.extend(r.event for r in records if not isinstance(r.event, (ViewServed, UsageRecorded)))
+    left_out = (ViewServed, UsageRecorded, SnapshotRecorded)
+    events.extend(r.event for r in records if not isinstance(r.event, left_out))
     _copy(store, session_id, events, bodies, "fork into a new id")
     return session_id
 

@@ -20,7 +20,7 @@ import pytest
 from transcript.store import schema
 from transcript.store.log import EventLog
 from transcript.store.memory import MemoryRecorder
-from transcript.store.recorder import BodyRow, EventRow
+from transcript.store.recorder import BodyRow, EventRow, SnapshotRow
 from transcript.store.sqlite import SqliteRecorder
 
 if TYPE_CHECKING:
@@ -116,6 +116,53 @@ def tamper_body(log: EventLog, message_id: str, body: bytes | None) -> None:
     else:
         stored: BodyRow = recorder._rows.bodies[message_id]
         recorder._rows.bodies[message_id] = stored._replace(body=body.decode())
+
+
+def tamper_snapshot(log: EventLog, session_id: str, version: int, row: SnapshotRow) -> None:
+    """Replace the stored snapshot at `version` by `row` (any column: version, hash, payload, digest),
+    as an editor outside would."""
+    recorder = log.recorder
+    payload = row.payload.decode() if isinstance(row.payload, bytes) else str(row.payload)
+    params = (row.version, row.hash, payload, row.digest, session_id, version)
+    if isinstance(recorder, SqliteRecorder):
+        _unguarded(
+            recorder,
+            "UPDATE snapshots SET version = ?, hash = ?, payload = ?, digest = ? "
+            "WHERE session_id = ? AND version = ?",
+            params,
+        )
+        return
+    if _postgres_edit(
+        recorder,
+        "UPDATE snapshots SET version = %s, hash = %s, payload = %s, digest = %s "
+        "WHERE session_id = %s AND version = %s",
+        params,
+    ):
+        return
+    assert isinstance(recorder, MemoryRecorder)
+    rows = recorder._rows.snapshots[session_id]
+    index = next(i for i, kept in enumerate(rows) if kept.version == version)
+    rows[index] = row._replace(payload=payload)
+    rows.sort(key=lambda kept: kept.version)
+
+
+def reseal_event(log: EventLog, session_id: str, version: int, payload: bytes, digest: str) -> None:
+    """Replace one stored event's payload and its stored hash, as an editor outside would."""
+    recorder = log.recorder
+    params = (payload.decode(), digest, session_id, version)
+    if isinstance(recorder, SqliteRecorder):
+        _unguarded(
+            recorder, "UPDATE events SET payload = ?, hash = ? WHERE session_id = ? AND version = ?", params
+        )
+        return
+    if _postgres_edit(
+        recorder, "UPDATE events SET payload = %s, hash = %s WHERE session_id = %s AND version = %s", params
+    ):
+        return
+    assert isinstance(recorder, MemoryRecorder)
+    rows = recorder._rows.events[session_id]
+    index = next(i for i, kept in enumerate(rows) if kept.version == version)
+    rows[index] = rows[index]._replace(payload=payload.decode(), hash=digest)
 
 
 def stored_event(log: EventLog, session_id: str, version: int) -> EventRow:

@@ -26,7 +26,14 @@ from tests.backends import (
 from tests.helpers import mutator_write, planted
 from transcript import ConflictError, DuplicateMessage, Message, StoreCorrupted, WriteRefused
 from transcript.model.errors import InvalidArgument
-from transcript.model.events import EVENT_ENCODER, Event, MessageAppended, MessageMarked, TitleSet
+from transcript.model.events import (
+    EVENT_ENCODER,
+    Event,
+    MessageAppended,
+    MessageMarked,
+    SnapshotRecorded,
+    TitleSet,
+)
 from transcript.model.hashing import GENESIS, event_hash, record_digest, snapshot_digest
 from transcript.store.backends import open_backend
 from transcript.store.bodies import prepare
@@ -234,13 +241,19 @@ class EventLogContract(OnBackend):
         with pytest.raises(StoreCorrupted, match=r"version 2\).*'u2'"):
             log.load("s")
 
-    def test_a_snapshot_folds_to_its_writes_last_event_and_moves_no_version(self, log: EventLog) -> None:
+    def test_a_snapshot_folds_to_its_writes_last_event_and_its_chained_record_follows(
+        self, log: EventLog
+    ) -> None:
         append(log, "s", Message.user("one", id="u1"))
         (done,) = log.commit([SessionWrite("s", 1, [TitleSet(title="named")], {}, snapshot=b'{"state":1}')])
-        assert done.version == 2 and log.snapshot("s") == (2, log.head("s")[1], b'{"state":1}')
-        (alone,) = log.commit([SessionWrite("s", 2, [], {}, snapshot=b'{"state":2}')])
-        assert alone.version == 2 and log.head("s")[0] == 2
-        assert log.snapshot("s") == (2, log.head("s")[1], b'{"state":2}')
+        at = stored_event(log, "s", 2).hash
+        record = SnapshotRecorded(version=2, digest=snapshot_digest("s", 2, at, b'{"state":1}'))
+        assert done.version == 3 and done.events == (TitleSet(title="named"), record)
+        assert stored_event(log, "s", 3).kind == "snapshot_recorded" and log.head("s")[0] == 3
+        assert log.snapshot("s") == (2, at, b'{"state":1}')
+        (alone,) = log.commit([SessionWrite("s", 3, [], {}, snapshot=b'{"state":2}')])
+        assert alone.version == 4 and log.head("s")[0] == 4 and len(alone.events) == 1
+        assert log.snapshot("s") == (3, stored_event(log, "s", 3).hash, b'{"state":2}')
 
     def test_a_snapshot_at_a_stale_version_is_a_conflict_and_is_not_stored(self, log: EventLog) -> None:
         append(log, "s", Message.user("one", id="u1"))
@@ -251,17 +264,28 @@ class EventLogContract(OnBackend):
 
     def test_a_snapshot_that_does_not_match_is_passed_over(self, log: EventLog) -> None:
         append(log, "s", Message.user("one", id="u1"))
-        log.commit([SessionWrite("s", 1, [], {}, snapshot=b'{"good":1}')])
+        log.commit([SessionWrite("s", 1, [], {}, snapshot=b'{"good":1}')])  # at 1, its record at 2
         append(log, "s", Message.user("two", id="u2"))
         head = log.head("s")[1]
-        damaged = SnapshotRow(2, head, b'{"good":2}', "not its digest")
-        log.recorder.insert([RecorderWrite("s", (2, head), [], [], damaged)])
+        damaged = SnapshotRow(3, head, b'{"good":2}', "not its digest")
+        log.recorder.insert([RecorderWrite("s", (3, head), [], [], damaged)])
         found = log.snapshot("s")
         assert found is not None and (found.version, found.payload) == (1, b'{"good":1}')
-        elsewhere = SnapshotRow(2, "f" * 64, b"{}", snapshot_digest("s", 2, "f" * 64, b"{}"))
-        log.recorder.insert([RecorderWrite("s", (2, head), [], [], elsewhere)])
+        elsewhere = SnapshotRow(3, "f" * 64, b"{}", snapshot_digest("s", 3, "f" * 64, b"{}"))
+        log.recorder.insert([RecorderWrite("s", (3, head), [], [], elsewhere)])
         found = log.snapshot("s")
         assert found is not None and (found.version, found.payload) == (1, b'{"good":1}')
+        # Intact and on the chain, but stored without its record (by hand, or an older build): unproven.
+        unrecorded = SnapshotRow(3, head, b'{"good":3}', snapshot_digest("s", 3, head, b'{"good":3}'))
+        log.recorder.insert([RecorderWrite("s", (3, head), [], [], unrecorded)])
+        found = log.snapshot("s")
+        assert found is not None and (found.version, found.payload) == (1, b'{"good":1}')
+
+    def test_a_caller_cannot_write_a_snapshot_record(self, log: EventLog) -> None:
+        append(log, "s", Message.user("one", id="u1"))
+        with pytest.raises(WriteRefused, match="snapshot_recorded"):
+            log.commit([SessionWrite("s", 1, [SnapshotRecorded(version=1, digest="0" * 64)], {})])
+        assert log.head("s")[0] == 1
 
     def test_verify_passes_on_a_healthy_log(self, log: EventLog) -> None:
         append(log, "s", Message.user("one", id="u1"))

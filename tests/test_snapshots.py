@@ -1,8 +1,9 @@
 """Resume by snapshot: an open loads the newest snapshot of the fold, folds only what follows it, and
 reads only the bodies the view shows; the rest of the history is read when something needs it.
 
-A snapshot is written after every full round and every so many events (`snapshots.due`; it moves
-no version); a damaged one is named by `verify` and passed over by an open. Fresh processes check that
+A snapshot is written after every full round and every so many events (`snapshots.due`), with one
+event, its chained record (`snapshot_recorded`); a damaged one is named by `verify` and passed over
+by an open. Fresh processes check that
 an open from a snapshot and a full fold of the log give the same view, byte for byte.
 """
 
@@ -29,7 +30,7 @@ from transcript.session import snapshots
 from transcript.session.importing import read_file, renamed, store_parsed
 from transcript.store.log import EventLog
 from transcript.store.port import Committed, SessionWrite
-from transcript.store.recorder import BodyRow, ContentRow, RecorderWrite, SnapshotRow
+from transcript.store.recorder import BodyRow, ContentRow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -219,7 +220,9 @@ class SnapshotBehaviour(OnBackend):
         with Store.open(location, tokenizer="chars/4") as store:
             assert store.session("s").messages() == after
 
-    def test_a_snapshot_moves_no_version_and_a_second_writer_is_not_disturbed(self, location: str) -> None:
+    def test_a_snapshot_is_one_recorded_event_and_a_second_writer_catches_up_to_it(
+        self, location: str
+    ) -> None:
         with (
             Store.open(location, tokenizer="chars/4") as one,
             Store.open(location, tokenizer="chars/4") as two,
@@ -230,7 +233,7 @@ class SnapshotBehaviour(OnBackend):
             _grow(first, 14)
             version = first.version
             assert first.compact(budget_tokens=3_000, force=True).outcome == "full_applied"
-            assert first.version == version + 3  # the round's three events; its snapshot is no event
+            assert first.version == version + 4  # the round's three events and its snapshot's record
             with pytest.raises(ConflictError):  # behind: it catches up to the round, not past it
                 second.append_turn([Message.assistant("still here")])
             assert second.version == first.version
@@ -267,17 +270,17 @@ class SnapshotBehaviour(OnBackend):
             state = _state(t)
             t.close()
             found = store.events.snapshot("s")
-            assert found is not None and found.version == t.version == 7
+            assert found is not None and found.version == 7 and t.version == 8  # and its record
             again = store.session("s")
-            assert _state(again) == state
+            assert _state(again) == (*state[:4], 8, *state[5:])  # the same, one record later
             again.close()  # nothing new since: nothing written
             assert store.events.snapshot("s") == found
             t = store.session("s")
-            _grow(t, 3, start=3)  # 13 events, the transcript still in use when the store closes
+            _grow(t, 3, start=3)  # 14 events, the transcript still in use when the store closes
         with Store.open(location, tokenizer="chars/4") as store:  # closing the store closed it
             assert isinstance(store.events, EventLog)
             found = store.events.snapshot("s")
-            assert found is not None and found.version == 13
+            assert found is not None and found.version == 14
 
     def test_a_close_that_cannot_write_its_snapshot_writes_nothing_and_closes(
         self, location: str, monkeypatch: pytest.MonkeyPatch
@@ -302,7 +305,12 @@ class SnapshotBehaviour(OnBackend):
             state = _state(third)
         third.close()  # its store is closed (or, in memory, still there): the close goes on
         with Store.open(location, tokenizer="chars/4") as store:
-            assert _state(store.session("s")) == state
+            assert isinstance(store.events, EventLog)
+            # Closing the store closed `third` first, which wrote a snapshot and its record (one event).
+            found = store.events.snapshot("s")
+            assert found is not None and found.version == state[4]
+            version = state[4] + 1
+            assert _state(store.session("s")) == (*state[:4], version, *state[5:])
 
     def test_periodic_snapshots_are_spaced_by_the_history_s_length(
         self, location: str, monkeypatch: pytest.MonkeyPatch
@@ -313,16 +321,20 @@ class SnapshotBehaviour(OnBackend):
             assert isinstance(store.events, EventLog)
             t = store.session("s", create=True)
             written: list[int] = []
+            histories: list[int] = []  # the messages each snapshot folds (its version also counts records)
             for index in range(400):
                 t.append(Message.user(f"note {index}"))
                 found = store.events.snapshot("s")
                 if found is not None and (not written or found.version != written[-1]):
                     written.append(found.version)
+                    state = snapshots.decode(found.payload)
+                    assert state is not None
+                    histories.append(state.history)
             gaps = [later - earlier for earlier, later in itertools.pairwise(written)]
             assert len(written) < 400 // 4 // 2 and gaps[-1] >= 300 // snapshots.SPACING
             assert all(
-                gap >= max(4, version // (snapshots.SPACING + 1))
-                for gap, version in zip(gaps, written, strict=False)
+                gap >= max(4, history // snapshots.SPACING)
+                for gap, history in zip(gaps, histories, strict=False)
             )
             assert t.version - written[-1] < max(4, len(t) // snapshots.SPACING) + 1
 
@@ -355,8 +367,10 @@ class SnapshotBehaviour(OnBackend):
             found = {sid: store.events.snapshot(sid) for sid in imported}
             for sid, version in imported.items():
                 snapshot = found[sid]
-                assert (snapshot is not None) is (version >= 30), sid
-                assert snapshot is None or snapshot.version == version
+                if snapshot is None:
+                    assert version < 30, sid
+                else:  # at the import's last event; its record is the head
+                    assert snapshot.version == version - 1 >= 30, sid
             store.import_file(several)  # nothing new: nothing written
             assert {sid: store.events.snapshot(sid) for sid in imported} == found
         self._snapshots_agree_with_whole_folds(location, list(imported), monkeypatch)
@@ -382,7 +396,8 @@ class SnapshotBehaviour(OnBackend):
                     grown = store_parsed(store.events, store.counter, path, name, parsed)
                     for report in grown.sessions:
                         found = store.events.snapshot(report.session_id)
-                        assert found is not None and found.version == store.head(report.session_id)[0]
+                        # At the import's last event; its record is the head.
+                        assert found is not None and found.version == store.head(report.session_id)[0] - 1
             sessions = [s.session_id for s in store.sessions()]
         assert len(sessions) == 8
         self._snapshots_agree_with_whole_folds(location, sessions, monkeypatch)
@@ -424,16 +439,16 @@ class SnapshotBehaviour(OnBackend):
     ) -> None:
         with Store.open(location, tokenizer="chars/4") as store:
             t = _compacted(store)
-            before = _state(t)
             assert isinstance(store.events, EventLog)
             found = store.events.snapshot("s")
             assert found is not None
             older = json.loads(found.payload) | {"format": snapshots.FORMAT - 1, "step_starts": [7]}
             payload = json.dumps(older).encode()
-            digest = snapshot_digest("s", found.version, found.hash, payload)
-            row = SnapshotRow(found.version, found.hash, payload, digest)
-            store.events.recorder.insert([RecorderWrite("s", store.events.head("s"), [], [], row)])
-            assert store.events.snapshot("s") is not None
+            # Stored as the log stores one (with its record), so the chain proves it.
+            (done,) = store.events.commit([SessionWrite("s", t.version, (), {}, snapshot=payload)])
+            proven = store.events.snapshot("s")
+            assert proven is not None and proven.payload == payload and done.version == t.version + 1
+            before = _state(store.session("s"))
         with Store.open(location, tokenizer="chars/4") as store:
             assert _state(store.session("s")) == before
         if self.backend.durable or self.backend is MEMORY:

@@ -2,8 +2,8 @@
 
 Every change to a session is one of these: an append (the history), a mark, a compaction record, the
 provider caps in force, a fork's origin, a served-view record, the host's running processes, a model
-call's billed usage, a retraction. Flags are the fold of mark events (`apply_mark`): marks only ever
-go forward.
+call's billed usage, a retraction, a stored snapshot's digest. Flags are the fold of mark events
+(`apply_mark`): marks only ever go forward.
 """
 
 from __future__ import annotations
@@ -266,6 +266,20 @@ class RoundClaimed(_Event, tag="round_claimed", frozen=True):
     until: str
 
 
+class SnapshotRecorded(_Event, tag="snapshot_recorded", frozen=True):
+    """A snapshot of the session's fold as of `version` (the event right before this one) was stored
+    with payload digest `digest` (`hashing.snapshot_digest`), in this event's transaction.
+
+    Written only by the event log, with the snapshot it records. It changes nothing in the fold: it
+    puts the snapshot's digest in the chain, so an open takes a stored snapshot only when the event
+    after its version is this record of it, chained from the hash the snapshot names (a snapshot
+    edited since, or stored without a record, is passed over: the whole log is folded instead).
+    """
+
+    version: int
+    digest: str
+
+
 class SessionErased(_Event, tag="session_erased", frozen=True):
     """The session's whole log before this event was erased, for `reason`, by `by`: it held `version`
     events whose last hash was `head` (this event chains from it), and `bodies` bodies no other session
@@ -297,6 +311,7 @@ Event: TypeAlias = (
     | UsageRecorded
     | RetractionRecorded
     | RoundClaimed
+    | SnapshotRecorded
 )
 
 EVENT_ENCODER: Final = msgspec.json.Encoder()

@@ -82,7 +82,9 @@ def body_hash(message: Message) -> str:
 
 def event_hash(prev_hash: str, session_id: str, version: int, recorded_at: str, payload: bytes) -> str:
     """The chained hash of one event (hex sha256)."""
-    digest = _sha256(_ENCODER.encode([prev_hash, session_id, version, recorded_at]))
+    framing = _ENCODER.encode([prev_hash, session_id, version, recorded_at])
+    # (Its length known: an open checking a snapshot's record before anything loaded hashlib need not.)
+    digest = _sha256(framing, more=len(payload) + 1)
     digest.update(b"\n")
     digest.update(payload)
     return digest.hexdigest()

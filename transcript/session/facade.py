@@ -1198,9 +1198,9 @@ class Transcript:
 
     def _snapshot(self, *, due: bool = False, closing: bool = False) -> None:
         """Store a snapshot of the fold when one is due (after a full round, every so many events,
-        `snapshots.due`, and at a close, `snapshots.due_at_close`): its own small write, which moves
-        no version. Skipped when another writer moved the session on meanwhile, or the fold is one no
-        snapshot may stand for."""
+        `snapshots.due`, and at a close, `snapshots.due_at_close`): its own small write, with one
+        event, its chained record (`SnapshotRecorded`), which this fold takes in. Skipped when another
+        writer moved the session on meanwhile, or the fold is one no snapshot may stand for."""
         from transcript.session import snapshots
 
         live = self._live
@@ -1209,10 +1209,11 @@ class Transcript:
             due or (snapshots.due_at_close if closing else snapshots.due)(since, history)
         ):
             return
+        at = live.version
         done = snapshots.store(self.events, live)
         if done is not None:
-            self._snapshot_at = live.version
-            self._seen = done.token
+            self._snapshot_at = at
+            self._fold(enumerate(done.events, start=at + 1), {}, done.token)
 
     def _reload(self) -> None:
         """Read the whole session again: a redaction or an erasure rewrote what was folded."""

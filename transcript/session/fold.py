@@ -169,7 +169,8 @@ class LiveSession:
         """Apply one event read from the log (`bodies` holds the bodies its appends refer to).
 
         A damaged mark (`UnreadableEvent`) is applied as a diagnostic: the view is rebuilt from what
-        can be read and says so (`MARK_UNREADABLE`).
+        can be read and says so (`MARK_UNREADABLE`). An event that changes nothing folded (a stored
+        snapshot's record, an attestation, a fork's or a restore's origin) only moves the version.
         """
         if isinstance(event, UnreadableEvent):
             self.rendered.unreadable(version, event.reason)

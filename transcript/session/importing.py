@@ -303,9 +303,9 @@ def _snapshot_due(live: LiveSession, write: SessionWrite, appended: int) -> bool
 
 def _snapshot(store: EventStore, live: LiveSession, written: Written) -> None:
     """After a long import, a snapshot of the session at its new head (as a close writes one), so
-    the first open of what was imported folds nothing and reads only the bodies its view shows (a
-    read-only open cannot write one itself): the fold the import planned against, with what it
-    wrote folded in. It is a cache of the log: when the store does not take it (another writer
+    the first open of what was imported folds only the snapshot's record and reads only the bodies
+    its view shows (a read-only open cannot write one itself): the fold the import planned against,
+    with what it wrote folded in. It is a cache of the log: when the store does not take it (another writer
     moved the session on meanwhile) the import stands as it is."""
     from transcript.session import snapshots
 

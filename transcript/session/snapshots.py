@@ -2,10 +2,13 @@
 
 A snapshot holds the fold as of one version — the flags of every message the view shows, the
 excluded history as seq ranges, step and turn starts, counts, the pending calls, the round records,
-the last served view's digests, title, caps and processes — and no body. An open loads the newest
-snapshot that matches the chain, folds only the events after it, and reads only the bodies of the
-messages the view shows (`lazy`): the excluded history is read when something needs it (the
-planner's input, `messages()`, the title, a re-append of an old id), by folding the whole log once.
+the last served view's digests, title, caps and processes — and no body. It is stored with a chained
+record of its digest (`SnapshotRecorded`, the event right after the version it folds to, in the same
+transaction). An open loads the newest snapshot the chain proves (`EventLog.snapshot`: its digest,
+its event hash and its record; an edited or unrecorded one is passed over), folds only the events
+after it, and reads only the bodies of the messages the view shows (`lazy`): the excluded history is
+read when something needs it (the planner's input, `messages()`, the title, a re-append of an old
+id), by folding the whole log once.
 
 A snapshot is derived: every byte of it is rebuilt from the log (`state_of` over a full fold), which
 `verify` does for each stored snapshot (`check_snapshots`), so redaction of the log can rebuild it.
@@ -183,9 +186,10 @@ def encode(state: FoldState) -> bytes:
 
 
 def store(events: EventStore, live: LiveSession) -> Committed | None:
-    """Store a snapshot of a fold at its version: its own small write, which moves no version. None
-    when nothing was stored: the fold is one no snapshot may stand for, or another writer moved the
-    session on meanwhile (the snapshot would stand for an old version)."""
+    """Store a snapshot of a fold at its version: its own small write, whose one event is the chained
+    record of the snapshot (`Committed.events`, for the writer to fold; the version moves by one).
+    None when nothing was stored: the fold is one no snapshot may stand for, or another writer moved
+    the session on meanwhile (the snapshot would stand for an old version)."""
     state = state_of(live)
     if state is None:
         return None
@@ -258,11 +262,18 @@ def lazy_live(
 
 
 def check_snapshots(
-    store: EventStore, session_id: str, rows: Iterator[tuple[int, str, bytes, bool]]
+    store: EventStore, session_id: str, rows: Iterator[tuple[int, str, bytes, bool, str]]
 ) -> list[Problem]:
-    """Each stored snapshot of a session (version, hash, payload, whether its digest holds) against a
-    full fold of the log up to its version: one that does not match is named (`snapshot_damaged`);
-    an open passes over it."""
+    """Each stored snapshot of a session (version, hash, payload, whether its digest holds, and what an
+    open makes of it: "proven" when the chain proves it as an open checks it,
+    `transcript.store.log.proves`, and an open takes it; "rewritten" when it is proven but a
+    redaction or erasure came after it, so an open passes over it; "" when it is not proven) against a
+    full fold of the log up to its version. Named: one that does not match the fold
+    (`snapshot_damaged`, saying whether an open passes over it or, proven, would use it), one from
+    before a redaction or erasure (`snapshot_damaged`: the store drops them, so it was put back), and
+    one that matches but that no chained record proves (`snapshot_unproven`: stored by hand or by a
+    build that recorded none; opens pass over it). A proven one of an older format is passed over by
+    opens, and here."""
     wanted = sorted(rows)
     if not wanted:
         return []
@@ -271,30 +282,55 @@ def check_snapshots(
     live = LiveSession(session_id, "")
     problems: list[Problem] = []
     index = 0
-    for version, head, payload, intact in wanted:
+    for version, head, payload, intact, standing in wanted:
+        proven = standing == "proven"
         while index < len(records) and records[index].version <= version:
             folded = records[index]
             live.apply(folded.version, folded.event, bodies)
             index += 1
         record = by_version.get(version)
-        expected = state_of(live) if record is not None and record.hash == head else None
-        if intact and older_format(payload):
+        on_chain = record is not None and record.hash == head
+        expected = state_of(live) if on_chain else None
+        older = intact and on_chain and older_format(payload)
+        if proven and older:
             continue
         found = decode(payload) if intact else None
-        if expected is None or found is None or encode(found) != encode(expected):
-            why = (
-                "its digest does not match its bytes"
-                if not intact
-                else "it names an event hash that is not the chain's"
-                if record is None or record.hash != head
-                else "it differs from a fold of the log"
+        matches = expected is not None and found is not None and encode(found) == encode(expected)
+        if proven and matches:
+            continue
+        why = (
+            "its digest does not match its bytes"
+            if not intact
+            else "it names an event hash that is not the chain's"
+            if not on_chain
+            else None
+            if matches or older
+            else "it differs from a fold of the log"
+        )
+        if standing == "rewritten":
+            code, detail = (
+                "snapshot_damaged",
+                "a snapshot of the fold from before a redaction or an erasure rewrote the log (which drops "
+                "such snapshots: this one was put back); opens pass over it",
             )
-            problems.append(
-                Problem(
-                    code="snapshot_damaged",
-                    detail=f"a snapshot of the fold {why}; opens pass over it",
-                    session_id=session_id,
-                    version=version,
-                )
+        elif why is None:
+            code, detail = (
+                "snapshot_unproven",
+                f"a snapshot of the fold that no chained record proves (event {version + 1} is not a "
+                "chained snapshot_recorded event naming its digest: stored by hand or by a build that "
+                "recorded none, or the chain around it changed); opens pass over it",
             )
+        elif proven:
+            code, detail = (
+                "snapshot_damaged",
+                f"a snapshot of the fold {why}, and the chain records it (event {version + 1}), so an "
+                "open that reaches it uses it: the chain's stored hashes were rewritten from its record "
+                "on, or its writer erred (check the head with --expect-head; delete the snapshot)",
+            )
+        else:
+            code, detail = (
+                "snapshot_damaged",
+                f"a snapshot of the fold {why}, and no chained record proves it; opens pass over it",
+            )
+        problems.append(Problem(code=code, detail=detail, session_id=session_id, version=version))
     return problems

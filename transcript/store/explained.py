@@ -8,10 +8,10 @@ keeps out of the view and the synthetic results it supersedes before the import'
 (`ImportRecorded`, which names them, later in the same commit); an owner's retraction marks before
 the record that names them (`RetractionRecorded`, in the same commit). A full step's exclusions may
 be one `MessagesExcluded` event: it is explained as its exclusion marks are, by the summary right
-after it (an import never writes one). Between a mark and its round's record
-only marks, appends and usage records may come. The previous release committed a step's marks and its
-record one after the other, and a fork of it may have copied a step without its record: such logs pass
-unchanged. The log refuses a write holding a mark nothing explains; `verify` names one (a mark written
+after it (an import never writes one). Between a mark and its round's record only marks, appends,
+usage records and snapshot records may come. The previous release committed a step's marks and its
+record one after the other, and a fork of it may have copied a step without its record: such logs
+pass unchanged. The log refuses a write holding a mark nothing explains; `verify` names one (a mark written
 past the library).
 """
 
@@ -27,6 +27,7 @@ from transcript.model.events import (
     MessageMarked,
     MessagesExcluded,
     RetractionRecorded,
+    SnapshotRecorded,
     UsageRecorded,
 )
 
@@ -50,7 +51,8 @@ def unexplained_marks(
             pending.append((version, event))
             run.append((version, event))
             continue
-        if isinstance(event, UsageRecorded):  # a bill beside a reply an import appends: no mark's concern
+        # A bill beside a reply an import appends, a stored snapshot's record: no mark's concern.
+        if isinstance(event, (UsageRecorded, SnapshotRecorded)):
             continue
         if isinstance(event, MessageAppended):
             if event.message_id in summaries:  # a full step: the exclusions right before its summary

@@ -46,6 +46,7 @@ from transcript.model.events import (
     MessagesExcluded,
     RecordsAttested,
     SessionErased,
+    SnapshotRecorded,
 )
 from transcript.model.hashing import GENESIS, event_hash, record_digest, snapshot_digest
 from transcript.store.anchor import HeadAnchor as HeadAnchor, read_anchor as read_anchor
@@ -314,18 +315,28 @@ class EventLog:
 
     @_serialized
     def snapshot(self, session_id: str) -> Snapshot | None:
-        """The session's newest snapshot whose digest holds and whose event hash is the chain's at its
-        version; one that does not (damaged, or left by a log that was rewritten) is passed over."""
+        """The session's newest snapshot that the chain proves: its digest holds, its event hash is the
+        chain's at its version, and the event after that version is the chained record of it
+        (`SnapshotRecorded` naming its version and digest, whose stored hash chains from that event
+        hash and on to the next event's, or is the head). One that is not proven (damaged, edited and
+        resealed, stored without its record by hand or by an older build, left by a log that was
+        rewritten) is passed over: an older one that is proven is taken, else none (a whole fold)."""
         recorder = self.recorder
         with recorder.reading():
             for row in recorder.snapshots(session_id):
-                if not (isinstance(row.version, int) and isinstance(row.hash, str) and row.version > 0):
+                if not (
+                    isinstance(row.version, int)
+                    and isinstance(row.hash, str)
+                    and isinstance(row.digest, str)
+                    and row.version > 0
+                ):
                     continue
                 payload = stored_bytes(row.payload)
                 if snapshot_digest(session_id, row.version, row.hash, payload) != row.digest:
                     continue
-                at = next(iter(recorder.events(session_id, after=row.version - 1, until=row.version)), None)
-                if at is not None and at.hash == row.hash:
+                # The event the snapshot folds to, its record, and the event after that (if any).
+                near = list(recorder.events(session_id, after=row.version - 1, until=row.version + 2))
+                if proves(session_id, row, near, recorder.head(session_id) if len(near) == 2 else None):
                     return Snapshot(row.version, row.hash, payload)
         return None
 
@@ -435,6 +446,7 @@ class EventLog:
         """
         if not is_writer(writer):
             refuse_mutator_events(writes)
+            _refuse_snapshot_records(writes)
             if any(write.recorded_at for write in writes):
                 raise WriteRefused(
                     "events keep the times of another log only in the mutator's copies of it; "
@@ -591,6 +603,7 @@ class EventLog:
         whether stored bodies are looked up; else each appended body is taken to be new); and the
         events as numbered (each append at the seq the log gave it)."""
         session_id, expected_version, events, bodies, times, snapshot = write
+        now = recorded_at
         head = self._heads.get(session_id)
         if head is None or head[0] != expected_version:
             head = self.head(session_id)
@@ -629,8 +642,16 @@ class EventLog:
             rows.append(EventRow(version, event.kind, seq, message_id, recorded_at, payload, prev))
         kept = None
         if snapshot is not None:
+            # The snapshot folds to the write's last event; its record, chained right after it in the
+            # same transaction, puts its digest in the chain: what an open checks before taking it.
             digest = snapshot_digest(session_id, version, prev, snapshot)
             kept = SnapshotRow(version, prev, snapshot, digest)
+            record = SnapshotRecorded(version=version, digest=digest)
+            version += 1
+            payload = _payload(record)
+            prev = event_hash(prev, session_id, version, now, payload)
+            rows.append(EventRow(version, record.kind, None, None, now, payload, prev))
+            events = (*events, record)
         return RecorderWrite(session_id, head, new_bodies, rows, kept), reused, events
 
     def _numbered(self, session_id: str, version: int, events: Sequence[Event]) -> tuple[Event, ...]:
@@ -732,6 +753,54 @@ def _refuse_audit_events(writes: Sequence[SessionWrite]) -> None:
                     "Store.redact / Store.erase, in the transaction that rewrites what it names; "
                     "nothing was written"
                 )
+
+
+def _refuse_snapshot_records(writes: Sequence[SessionWrite]) -> None:
+    """A snapshot record is written by the log alone, with the snapshot it records (`SessionWrite.snapshot`);
+    only the mutator's copies of a log carry one over as it is."""
+    for write in writes:
+        for event in write.events:
+            if isinstance(event, SnapshotRecorded):
+                raise WriteRefused(
+                    f"session {write.session_id!r}: a {event.kind} event is written only by the event "
+                    "log, with the snapshot it records (SessionWrite.snapshot); nothing was written"
+                )
+
+
+def proves(
+    session_id: str, snapshot: SnapshotRow, near: Sequence[EventRow], head: tuple[int, str] | None
+) -> bool:
+    """Whether the chain proves a snapshot row (whose digest holds): `near` holds the session's events
+    from the snapshot's version on, up to two more. The first must have the snapshot's event hash; the
+    second must be the record of this snapshot (`SnapshotRecorded` naming its version and digest) whose
+    stored hash chains from that one; and the third's stored hash must chain from the record's — or,
+    when the record is the session's last event, the session's `head` must be the record. A forged
+    snapshot is then taken only if the chain's stored hashes were rewritten from its record on."""
+    version = snapshot.version
+    if len(near) < 2 or near[0].version != version or near[0].hash != snapshot.hash:
+        return False
+    record = near[1]
+    if record.version != version + 1 or record.kind != SnapshotRecorded.__struct_config__.tag:
+        return False
+    event = _decode_event(record.kind, record.payload)
+    if not (
+        isinstance(event, SnapshotRecorded) and event.version == version and event.digest == snapshot.digest
+    ):
+        return False
+    if not (isinstance(record.recorded_at, str) and isinstance(record.hash, str)):
+        return False
+    payload = stored_bytes(record.payload)
+    if event_hash(snapshot.hash, session_id, record.version, record.recorded_at, payload) != record.hash:
+        return False
+    if len(near) < 3:
+        return head == (record.version, record.hash)
+    after = near[2]
+    return (
+        after.version == record.version + 1
+        and isinstance(after.recorded_at, str)
+        and event_hash(record.hash, session_id, after.version, after.recorded_at, stored_bytes(after.payload))
+        == after.hash
+    )
 
 
 def _refuse_redacted(row: BodyRow) -> None:

@@ -93,7 +93,9 @@ class SessionWrite(NamedTuple):
     """Events to append to one session, the version it must be at, and the bodies its appends need.
 
     `snapshot` is a snapshot of the session's fold (JSON) as of the write's last event — or, with no
-    events, as of the version it must be at — stored in the same transaction; it moves no version."""
+    events, as of the version it must be at — stored in the same transaction, with a `SnapshotRecorded`
+    event the log appends after the write's events (so the version moves one more): the chained record
+    of its digest, without which no open takes it."""
 
     session_id: str
     expected_version: int
@@ -316,8 +318,9 @@ class EventStore(Protocol):
         ...
 
     def snapshot(self, session_id: str) -> Snapshot | None:
-        """The session's newest snapshot whose digest holds and whose event hash is the chain's at its
-        version (None when there is none: fold from the start)."""
+        """The session's newest snapshot the chain proves: its digest holds, its event hash is the
+        chain's at its version, and the next event is its chained `SnapshotRecorded` record (None when
+        there is none: fold from the start)."""
         ...
 
     def bodies(self, message_ids: Sequence[str]) -> dict[str, StoredBody]:

@@ -28,9 +28,12 @@ from transcript.store.recorder import BodyRow, EventRow, PayloadRewrite, Recorde
 from transcript.tokens import get_counter, message_tokens
 
 _TOKENS: Final = msgspec.json.Encoder()
-# Events never scrubbed: appends carry only ids and hashes, and redaction and erasure records are the
-# audit itself (their reasons were checked not to quote what they remove).
-_NOT_SCRUBBED: Final = frozenset(("message_appended", "message_redacted", "session_erased"))
+# Events never scrubbed: appends and snapshot records carry only ids, versions and hashes, and
+# redaction and erasure records are the audit itself (their reasons were checked not to quote what they
+# remove).
+_NOT_SCRUBBED: Final = frozenset(
+    ("message_appended", "message_redacted", "session_erased", "snapshot_recorded")
+)
 
 
 class RedactionPlan(NamedTuple):
