@@ -615,8 +615,13 @@ def test_a_failed_simulate_writes_nothing(tmp_path: Path) -> None:
         for s in run_json(["import", CLAUDE_SMALL, "--db", tmp_path / "i.db", "--output", "json"])["sessions"]
     ]
     run(["simulate", CLAUDE_SMALL, "--budget", 1_000, "--db", db, "--session", sub_agents[-1]])
+    # A message of the file stored with other content: the whole simulation is refused, none of it kept.
+    taken = next(m for m in parse(CLAUDE_SMALL, "auto")[0].messages if m.role == "user")
+    with Store.open(db, tokenizer="chars/4") as store:
+        store.session("other").append(Message.user("other words", id=taken.id))
     before = run_json(["sessions", "--db", db, "--format", "json"])
-    run(["simulate", CLAUDE_SMALL, "--budget", 1_000, "--db", db], code=EXIT_FAILURE)
+    failed = run(["simulate", CLAUDE_SMALL, "--budget", 1_000, "--db", db], code=EXIT_FAILURE)
+    assert "already stored with other content" in failed.stderr
     assert run_json(["sessions", "--db", db, "--format", "json"]) == before
 
 
@@ -1109,9 +1114,10 @@ def test_fork_at_a_point_starts_from_the_parents_view(writable: Path) -> None:
 
 def test_fork_failures(writable: Path, tmp_path: Path) -> None:
     run(["fork", "--db", writable, "--as", "a"])
+    run(["fork", "--db", writable, "--session", SIM, "--as", "a"])  # the same fork again: nothing written
     assert (
         "already exists"
-        in run(["fork", "--db", writable, "--session", SIM, "--as", "a"], code=EXIT_FAILURE).stderr
+        in run(["fork", "--db", writable, "--session", SIM, "--at", 3, "--as", "a"], code=EXIT_FAILURE).stderr
     )
     run(["fork", "--db", writable, "--session", SIM, "--at", "later"], code=EXIT_USAGE)
     run(["fork", "--db", writable, "--session", SIM, "--at", 100_000, "--as", "b"], code=EXIT_FAILURE)
