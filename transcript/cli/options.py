@@ -3,7 +3,8 @@
 The vocabulary, the same in every command (the README's table): `--db PATH` (also before the command),
 `--session` (an id, a unique prefix, a title or `latest`: `transcript.cli.picking`), `--format
 text|json|jsonl` (always the output format, one shape per format), `--from` (the input format of a
-file), `-o/--output FILE` (the result goes to a new 0600 file instead of stdout), `--wire` (a printed
+file), `-o/--output FILE` (the result goes to a new 0600 file instead of stdout, or through a FIFO or
+a character device: `files.write_to`), `--wire` (a printed
 view in a provider's request form), `--at` (a point of the timeline), `-h/--help`.
 
 Exit codes are named here: domain failures exit 1, bad usage 2, a check that found a problem
@@ -92,7 +93,8 @@ def legacy_format(fmt: str) -> str:
 
 
 def output_option(function: F) -> F:
-    """`-o/--output FILE`: the result goes to a new file (mode 0600, replaced whole) instead of stdout."""
+    """`-o/--output FILE`: the result goes to a new file (mode 0600, replaced whole) instead of stdout, or
+    through the FIFO or character device FILE names."""
     return click.option(
         "-o",
         "--output",
@@ -101,7 +103,8 @@ def output_option(function: F) -> F:
         expose_value=False,
         is_eager=True,
         callback=_send,
-        help="Write the result to this file (mode 0600, written whole) instead of stdout.",
+        help="Write the result to this file (a new one, mode 0600, that replaces FILE whole) instead of "
+        "stdout; a FIFO or a character device (or a link to one) is written through.",
     )(function)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, NamedTuple
@@ -11,7 +12,7 @@ import click
 import msgspec
 
 from transcript.cli import legacy
-from transcript.cli.files import stream_result
+from transcript.cli.files import is_file, is_stdout, stream_kind, stream_result, write_file_to
 from transcript.cli.options import (
     db_option,
     format_choice,
@@ -23,7 +24,7 @@ from transcript.cli.options import (
     wire_data,
     wire_option,
 )
-from transcript.cli.output import FORMATS, emit, safe, table
+from transcript.cli.output import FORMATS, emit, json_text, safe, table
 from transcript.cli.picking import pick_session
 from transcript.cli.progress import progress
 from transcript.formats import IMPORTERS
@@ -31,6 +32,7 @@ from transcript.formats.base import FormatError, ParsedSession
 from transcript.model.errors import ConflictError, DuplicateMessage, InvalidMessage
 from transcript.model.state import SessionState
 from transcript.session.importing import ImportReport, read_import, renamed, store_parsed
+from transcript.session.store import Store
 from transcript.store.location import read_regular
 
 # The file names a directory import reads: what the importers' tools write. Files read with the
@@ -331,18 +333,40 @@ def restore(file: Path, db_path: str | None, as_id: str | None, fmt: str) -> Non
 @format_option
 def backup(target: Path, db_path: str | None, fmt: str) -> None:
     """Copy the whole store to TARGET, consistently, while other processes go on writing; the copy is
-    checked with `verify` before it takes TARGET's name (mode 0600)."""
-    if target.exists():
+    checked with `verify` before it takes TARGET's name (mode 0600). A FIFO or a character device
+    (`/dev/stdout` on a pipe: `backup /dev/stdout | ssh host 'cat > copy.db'`) is sent the checked
+    copy's bytes instead: it is made in a temporary file beside the store first."""
+    kind = stream_kind(target)
+    if kind is None and target.exists():
         raise click.ClickException(f"{safe(str(target))} exists; a backup never replaces a file")
     with open_store(db_path, readonly=True) as store:
-        store.backup(target)
+        if kind is None:
+            store.backup(target)
+            size = target.stat().st_size
+        else:
+            size = _backup_through(store, target)
         sessions = len(store.sessions())
-    data = {"path": str(target), "sessions": sessions, "bytes": target.stat().st_size}
-    emit(
-        data,
-        fmt,
-        text=[f"backed up {sessions} sessions to {safe(str(target))} ({data['bytes']:,} bytes), verified"],
-    )
+    data = {"path": str(target), "sessions": sessions, "bytes": size}
+    text = f"backed up {sessions} sessions to {safe(str(target))} ({size:,} bytes), verified"
+    if kind is not None and is_stdout(target):  # the copy went to stdout: what was done goes to stderr
+        click.echo(text if fmt == "text" else json_text(data), err=True)
+        return
+    emit(data, fmt, text=[text])
+
+
+def _backup_through(store: Store, target: Path) -> int:
+    """Back the store up into a temporary file (beside the store, else in the temporary directory),
+    checked as every backup is, then send its bytes through the FIFO or device `target`."""
+    beside = os.path.dirname(os.path.abspath(store.path)) if is_file(store.path) else None
+    try:
+        scratch = tempfile.TemporaryDirectory(prefix=".transcript-backup.", dir=beside)
+    except OSError:  # the store's folder is not ours to write in
+        scratch = tempfile.TemporaryDirectory(prefix="transcript-backup.")
+    with scratch as folder:
+        copy = Path(folder) / "backup.db"
+        store.backup(copy)
+        write_file_to(target, copy)
+        return copy.stat().st_size
 
 
 @click.command()
