@@ -11,8 +11,9 @@ import msgspec
 from transcript.cli import legacy
 from transcript.cli.config import config_options, read_config
 from transcript.cli.options import db_option, format_choice, format_option, open_store, session_option
-from transcript.cli.output import FORMATS, emit, safe, table
+from transcript.cli.output import FORMATS, emit, safe
 from transcript.cli.picking import pick_session
+from transcript.cli.tables import table
 from transcript.model.checkpoint import to_json, to_markdown
 from transcript.model.processes import process_line
 from transcript.model.result import CompactResult
@@ -115,7 +116,8 @@ def compacts(db_path: str | None, session_id: str | None, fmt: str) -> None:
 @format_choice((*FORMATS, "md"))
 def checkpoint(db_path: str | None, session_id: str | None, fmt: str) -> None:
     """The latest checkpoint of a session (what its last full compaction kept of the work): text is
-    its markdown; a session without one says so (json: null)."""
+    its markdown, as a person reads it (a blank line in a field is a paragraph break; json is exact); a
+    session without one says so (json: null)."""
     if fmt == "md":
         legacy.warn("checkpoint --format md", "checkpoint --format text")
         fmt = "text"
@@ -124,7 +126,7 @@ def checkpoint(db_path: str | None, session_id: str | None, fmt: str) -> None:
     if latest is None:
         emit(None, fmt, text=["this session has no checkpoint yet (no full compaction)"])
         return
-    emit(msgspec.json.decode(to_json(latest)), fmt, text=[safe(to_markdown(latest))])
+    emit(msgspec.json.decode(to_json(latest)), fmt, text=[safe(to_markdown(latest, readable=True))])
 
 
 @click.command()
@@ -135,7 +137,9 @@ def status(db_path: str | None, session_id: str | None, fmt: str) -> None:
     """A session at a glance: title, goal, tokens, the last round, the breaker and its last error, where
     the work stands, the running processes, head hash; then the latest checkpoint."""
     with open_store(db_path, readonly=True) as store:
-        state = store.session(pick_session(store, session_id)).status()
+        t = store.session(pick_session(store, session_id))
+        state = t.status()
+        latest = t.latest_checkpoint() if state.summary else None
     overview = state.overview
     rows = [
         (name, value)
@@ -154,8 +158,8 @@ def status(db_path: str | None, session_id: str | None, fmt: str) -> None:
     rows += [(f"{name}", len(items)) for name, items in msgspec.structs.asdict(overview).items() if items]
     rows += [(f"process {process.id}", process_line(process)) for process in state.processes]
     lines = table(rows, ("field", "value"))
-    if state.summary:
-        lines += ["", *(safe(line) for line in state.summary.splitlines())]
+    if latest is not None:  # (the summary, as a person reads it)
+        lines += ["", *(safe(line) for line in to_markdown(latest, readable=True).splitlines())]
     emit(state, fmt, text=lines)
 
 

@@ -20,9 +20,10 @@ from transcript.cli.options import (
     store_path,
     wire_option,
 )
-from transcript.cli.output import emit, safe, table
+from transcript.cli.output import emit, safe
 from transcript.cli.picking import pick_session
 from transcript.cli.progress import progress
+from transcript.cli.tables import table, terminal_width, wide_option
 from transcript.model.errors import InvalidArgument, StoreCorrupted
 from transcript.session.replay import Point, check_served, timeline, view_at
 from transcript.session.store import Store
@@ -30,11 +31,13 @@ from transcript.session.store import Store
 _POINT_HEADER = ("point", "kind", "msgs", "view tok", "stored tok", "change")
 
 
-def point_rows(points: list[Point]) -> list[str]:
-    """A timeline as text."""
+def point_rows(points: list[Point], *, fit_to: int | None = None) -> list[str]:
+    """A timeline as text (fit to `fit_to` cells: the change cut, then the stored tokens left out)."""
     return table(
         [(p.point, p.kind, p.messages, p.view_tokens, p.stored_tokens, p.change) for p in points],
         _POINT_HEADER,
+        fit_to=fit_to,
+        fit=(("change", 48), ("stored tok", None), ("change", 24)),
     )
 
 
@@ -46,7 +49,14 @@ def point_rows(points: list[Point]) -> list[str]:
 @click.option(
     "--diff", nargs=2, default=None, metavar="A B", help="What changed in the view between two points."
 )
-@click.option("--verify", "check", is_flag=True, help="Re-render every served view; exit 3 on drift.")
+@click.option(
+    "--verify",
+    "check",
+    is_flag=True,
+    help="Re-render every recorded served view; exit 3 on drift. A session with none recorded (an "
+    "imported one) says there is nothing to verify, and exits 0: no check failed, none was run.",
+)
+@wide_option
 @format_option
 def replay_command(
     db_path: str | None,
@@ -55,12 +65,15 @@ def replay_command(
     wire: str,
     diff: tuple[str, str] | None,
     check: bool,
+    wide: bool,
     fmt: str,
 ) -> None:
     """Rebuild what the model saw, from the session's log alone.
 
-    Without options: the timeline, one row per model-call and compact point. --at POINT prints that
-    view; --diff A B compares two points; --verify checks every recorded served view.
+    Without options: the timeline, one row per model-call and compact point (fit to the terminal;
+    --wide shows every column whole). --at POINT prints that
+    view; --diff A B compares two points; --verify checks every recorded served view ("nothing to
+    verify", exit 0, when the session recorded none).
     """
     if sum(bool(x) for x in (at, diff, check)) > 1:
         raise click.UsageError("use one of --at, --diff and --verify")
@@ -76,7 +89,8 @@ def replay_command(
             _print_view(store, sid, at, wire, fmt)
         else:
             points = timeline(store.events, sid)
-            emit(points, fmt, text=[f"session {safe(sid)}", *point_rows(points)])
+            rows = point_rows(points, fit_to=None if wide else terminal_width())
+            emit(points, fmt, text=[f"session {safe(sid)}", *rows])
 
 
 def _print_view(store: Store, sid: str, at: str, wire: str, fmt: str) -> None:
@@ -121,6 +135,9 @@ def _diff(store: Store, sid: str, points: tuple[str, str], fmt: str) -> None:
 
 def _verify_served(store: Store, sid: str, fmt: str) -> None:
     result = check_served(store.events, sid)
+    if not result.verified:  # (an imported session, or one whose views were never recorded)
+        emit(result, fmt, text=[f"session {safe(sid)}: nothing to verify: no served views recorded"])
+        return
     lines = [f"session {safe(sid)}: {result.verified} served views re-rendered, {len(result.drifts)} drifted"]
     if result.redacted:
         lines[0] += f", {len(result.redacted)} redacted since"

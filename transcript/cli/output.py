@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -148,34 +148,6 @@ def emit(data: Any, fmt: str, *, text: Iterable[str] | None = None, rows: Any = 
     else:
         for line in text if text is not None else [str(data)]:
             echo(line)
-
-
-def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> list[str]:
-    """Rows as aligned text columns (numbers right-aligned, text left), every cell made safe."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [len(h) for h in header]
-    for row in cells:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-    numeric = [
-        all(isinstance(row[i], (int, float)) for row in rows) if rows else False for i in range(len(header))
-    ]
-
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(
-            v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)
-        ).rstrip()
-
-    return [line(list(header)), *(line(row) for row in cells)]
-
-
-def _cell(value: object) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if value is None:
-        return ""
-    return safe(str(value)).replace("\n", "⏎")
 
 
 def message_lines(message: Message, *, position: int | None = None) -> list[str]:

@@ -10,8 +10,9 @@ import click
 import msgspec
 
 from transcript.cli.options import EXIT_CHECK_FAILED, db_option, format_option, open_store, session_option
-from transcript.cli.output import emit, safe, table
+from transcript.cli.output import emit, safe
 from transcript.cli.picking import pick_session
+from transcript.cli.tables import table
 from transcript.session.secrets import Finding, scan
 from transcript.store.port import Erasure, Purged, Redaction
 

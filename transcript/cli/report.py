@@ -80,7 +80,7 @@ def gather(store: Store, session_id: str, budget: int | None = None) -> Report:
             for point, view in call_views(store.events, session_id)
         ],
         points=[p for p in points if p.kind == "compact"],
-        checkpoint=to_markdown(latest) if latest is not None else None,
+        checkpoint=to_markdown(latest, readable=True) if latest is not None else None,
     )
 
 

@@ -15,8 +15,9 @@ from transcript.cli.options import (
     shown_point,
     wire_option,
 )
-from transcript.cli.output import emit, message_lines, safe, table, to_builtins
+from transcript.cli.output import emit, message_lines, safe, to_builtins
 from transcript.cli.picking import by_activity, pick_session
+from transcript.cli.tables import cell, clip, table, terminal_width, wide_option
 from transcript.formats.base import UNDATED_ISO
 from transcript.model.message import Message
 from transcript.session.replay import view_at
@@ -26,11 +27,16 @@ from transcript.store.port import SearchHit, SessionInfo
 
 @click.command()
 @db_option
+@wide_option
 @format_option
-def sessions(db_path: str | None, fmt: str) -> None:
+def sessions(db_path: str | None, wide: bool, fmt: str) -> None:
     """List the sessions of the store, the latest activity first: title, source format, the first and
     last message times (the session's own), messages, stored tokens, parent and head hash (keep it to
-    check the session later with `verify --expect-head`; json and jsonl give it whole, and the version)."""
+    check the session later with `verify --expect-head`; json and jsonl give it whole, and the version).
+
+    On a terminal the text table fits its width: titles are cut (with "…"), then the columns that
+    matter least are left out (first, parent, head, format, last) and long ids cut; --wide shows every
+    column whole."""
     with open_store(db_path, readonly=True) as store:
         rows = by_activity(store.sessions())
         data = session_rows(store)
@@ -41,20 +47,39 @@ def sessions(db_path: str | None, fmt: str) -> None:
             [
                 (
                     s.session_id,
-                    _clip(s.title, TITLE_SHOWN),
+                    s.title if wide else clip(cell(s.title), TITLE_SHOWN),
                     s.source_format or "-",
                     _minute(s.first_at),
                     _minute(s.last_at),
                     s.messages,
                     s.stored_tokens,
                     s.parent_session_id or "",
-                    s.head_hash[:16],
+                    s.head_hash if wide else s.head_hash[:16],
                 )
                 for s in rows
             ],
             ("session", "title", "format", "first", "last", "messages", "tokens", "parent", "head"),
+            fit_to=None if wide else terminal_width(),
+            fit=_SESSIONS_FIT,
         ),
     )
+
+
+# How `sessions` fits a terminal: the title shorter, then the columns that matter least left out.
+_SESSIONS_FIT: Final = (
+    ("title", 32),
+    ("first", None),
+    ("parent", None),
+    ("head", None),
+    ("session", 48),
+    ("title", 24),
+    ("format", None),
+    ("session", 36),
+    ("last", None),
+    ("title", 16),
+    ("session", 24),
+    ("title", 8),
+)
 
 
 def session_row(info: SessionInfo) -> dict[str, Any]:
@@ -65,10 +90,6 @@ def session_row(info: SessionInfo) -> dict[str, Any]:
 
 
 TITLE_SHOWN: Final = 48
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _minute(when: str) -> str:
@@ -171,12 +192,22 @@ def _part(
     help="One match per session holding it (a message shared by forks and simulated copies is shown "
     "once by default, with the sessions that hold it).",
 )
+@wide_option
 @format_option
 def search(
-    phrase: str, db_path: str | None, session_id: str | None, limit: int, every: bool, fmt: str
+    phrase: str,
+    db_path: str | None,
+    session_id: str | None,
+    limit: int,
+    every: bool,
+    wide: bool,
+    fmt: str,
 ) -> None:
     """Find messages whose text holds PHRASE (its words in this order), best matches first; a message
     shared by several sessions (forks, simulated copies) is listed once, with the others it is in.
+
+    On a terminal the text table fits its width (the match, then the other columns, cut with "…");
+    --wide shows every column whole.
 
     Full-text search is opt-in: the first search of a file builds its index, and from then on every
     message is indexed as it is stored (nothing is indexed, and nothing is paid, until then).
@@ -191,8 +222,28 @@ def search(
             for r in rows
         ],
         ("session", "seq", "role", *(["also in"] if shared else []), "match"),
+        fit_to=None if wide else terminal_width(),
+        fit=(
+            ("match", 60),
+            ("also in", 20),
+            ("match", 40),
+            ("session", 24),
+            ("also in", None),
+            ("match", 24),
+        ),
     )
     emit(rows, fmt, text=lines if rows else [f"no message holds {safe(phrase)!r}"])
+
+
+# How `search` fits a terminal: the match cut, then the others (a match shared names its sessions).
+_SEARCH_FIT: Final = (
+    ("match", 60),
+    ("also in", 20),
+    ("match", 40),
+    ("session", 24),
+    ("also in", None),
+    ("match", 24),
+)
 
 
 def search_rows(

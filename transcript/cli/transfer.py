@@ -24,9 +24,10 @@ from transcript.cli.options import (
     wire_data,
     wire_option,
 )
-from transcript.cli.output import FORMATS, emit, json_text, safe, table
+from transcript.cli.output import FORMATS, emit, json_text, safe
 from transcript.cli.picking import pick_session
 from transcript.cli.progress import progress
+from transcript.cli.tables import table
 from transcript.formats import IMPORTERS
 from transcript.formats.base import FormatError, ParsedSession
 from transcript.model.errors import ConflictError, DuplicateMessage, InvalidMessage

@@ -274,22 +274,34 @@ def _unescape(line: str) -> str:
     return line[1:] if line.startswith("\\") else line
 
 
-def to_markdown(cp: Checkpoint, *, brief: bool = False) -> str:
+def _shown(line: str) -> str:
+    """A line of field text as `readable` markdown shows it: a blank line as the paragraph break it is
+    (markdown's own escapes kept: `\\#` shows as `#`)."""
+    return "" if not line.strip() else _escape(line)
+
+
+def to_markdown(cp: Checkpoint, *, brief: bool = False, readable: bool = False) -> str:
     """The checkpoint for people: a heading per section in a fixed order, `_none_` for an empty one,
     list items as "- item" (later lines indented two spaces), then a metadata block.
 
     `brief` is the form a model's view shows: the goal and only the sections that hold items, no
     metadata (the round's record keeps the whole checkpoint); it parses back to the checkpoint
     without its metadata.
+
+    `readable` is the form a person reads (`transcript checkpoint`, `status`, `report`): a blank line
+    in a field's text is written as a blank line, a paragraph break in markdown, not as a line holding
+    a lone backslash. It parses back to the checkpoint with those blank lines left out; the other
+    forms, which stored views and records hold, are unchanged.
     """
+    escape = _shown if readable else _escape
     out = ["# Checkpoint", "", "## Goal", ""]
     if cp.goal:
-        out.extend(_escape(line) for line in cp.goal.split("\n"))
+        out.extend(escape(line) for line in cp.goal.split("\n"))
     else:
         out.append(EMPTY_MARKER)
     if cp.summary:  # only when given: every checkpoint without one renders as it always did
         out += ["", "## Summary", ""]
-        out.extend(_escape(line) for line in cp.summary.split("\n"))
+        out.extend(escape(line) for line in cp.summary.split("\n"))
     for name, title in LIST_SECTIONS:
         items: tuple[str, ...] = getattr(cp, name)
         if brief and not items:
@@ -297,8 +309,10 @@ def to_markdown(cp: Checkpoint, *, brief: bool = False) -> str:
         out += ["", f"## {title}", ""]
         for item in items:
             first, *rest = item.split("\n")
-            out.append("- " + _escape(first))
-            out.extend("  " + _escape(line) for line in rest)
+            out.append(("- " + escape(first)).rstrip(" ") if readable else "- " + escape(first))
+            out.extend(
+                ("  " + escape(line)).rstrip(" ") if readable else "  " + escape(line) for line in rest
+            )
         if not items:
             out.append(EMPTY_MARKER)
     if brief:
