@@ -1,13 +1,18 @@
 """The command line says what happened: `replay --verify` on a session with no recorded served view
 says there is nothing to verify (not "0 re-rendered, 0 drifted"); a checkpoint shown to a person is
-readable markdown, with no line holding a lone escape backslash."""
+readable markdown, with no line holding a lone escape backslash; `import` shows its progress through
+the bytes of the files it reads, not a count of files."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
+import pytest
 from click.testing import CliRunner
 
 from tests.conftest import CORPUS
@@ -89,3 +94,60 @@ def test_checkpoint_and_status_show_the_readable_form(tmp_path: Path) -> None:
     with Store.open(db, readonly=True) as store:
         latest = store.session("s").latest_checkpoint()
     assert latest is not None and latest.done[0] == "added the branch\n\nand its test"  # stored exact
+
+
+class _Recorded:
+    """A progress bar that keeps every step it is given."""
+
+    def __init__(self, total: int, unit: str) -> None:
+        self.total, self.unit = total, unit
+        self.steps: list[int] = []
+
+    def update(self, n_steps: int) -> None:
+        self.steps.append(n_steps)
+
+
+def _recording(
+    bars: list[_Recorded],
+) -> Callable[[int, str, str], contextlib.AbstractContextManager[_Recorded]]:
+    @contextlib.contextmanager
+    def progress(total: int, label: str, unit: str) -> Iterator[_Recorded]:
+        bars.append(_Recorded(total, unit))
+        yield bars[-1]
+
+    return progress
+
+
+def test_import_progress_follows_the_bytes_of_a_large_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = [{"role": "system", "content": "You are terse."}]
+    for n in range(1500):
+        chat.append({"role": "user", "content": f"question {n}: " + "lorem ipsum dolor " * 80})
+        chat.append({"role": "assistant", "content": f"answer {n}: " + "sit amet " * 100})
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps(chat))
+    size = big.stat().st_size
+    assert size > 3_000_000
+    bars: list[_Recorded] = []
+    monkeypatch.setattr("transcript.cli.transfer.progress", _recording(bars))
+    result = CliRunner().invoke(cli, ["import", str(big), "--db", str(tmp_path / "t.db")])
+    assert result.exit_code == 0, result.output
+    (bar,) = bars
+    assert (bar.total, bar.unit) == (size, "bytes")
+    offsets = list(itertools.accumulate(bar.steps))
+    assert len(offsets) > 100 and all(step > 0 for step in bar.steps)  # it moves, and only forward
+    assert offsets[-1] == size
+    assert offsets[len(offsets) // 2] < size  # halfway through the messages, not through the file
+
+
+def test_a_second_import_of_a_file_still_goes_through_its_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bars: list[_Recorded] = []
+    monkeypatch.setattr("transcript.cli.transfer.progress", _recording(bars))
+    files = [CORPUS / "sweagent_marshmallow-1867_fc.traj", CORPUS / "claude-code_ccviewer_5c0375b4.jsonl"]
+    for _ in range(2):
+        result = CliRunner().invoke(cli, ["import", *map(str, files), "--db", str(tmp_path / "t.db")])
+        assert result.exit_code == 0, result.output
+    assert [sum(bar.steps) for bar in bars] == [sum(f.stat().st_size for f in files)] * 2

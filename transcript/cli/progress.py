@@ -1,4 +1,4 @@
-"""Progress of long work, in units of work (files, events, model calls): a bar on a terminal, on
+"""Progress of long work, in units of work (bytes imported, events, model calls): a bar on a terminal, on
 stderr; nothing at all when stderr is not a terminal, so scripts and logs get only the result."""
 
 from __future__ import annotations

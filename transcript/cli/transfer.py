@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
@@ -26,7 +26,7 @@ from transcript.cli.options import (
 )
 from transcript.cli.output import FORMATS, emit, json_text, safe
 from transcript.cli.picking import pick_session
-from transcript.cli.progress import progress
+from transcript.cli.progress import Progress, progress
 from transcript.cli.tables import table
 from transcript.formats import IMPORTERS
 from transcript.formats.base import FormatError, ParsedSession
@@ -131,8 +131,10 @@ def import_(
     alone = len(targets) == 1 and not targets[0][1]
     outcomes: list[_Outcome] = []
     stored_from: dict[str, Path] = {}  # session id -> the file of this command that stored it
-    with open_store(db_path, create=True) as store, progress(len(targets), "importing", "files") as bar:
-        for path, found in targets:
+    sizes = [_size(path) for path, _ in targets]
+    with open_store(db_path, create=True) as store, progress(sum(sizes), "importing", "bytes") as bar:
+        for (path, found), size in zip(targets, sizes, strict=True):
+            through = Through(bar, size)
             try:
                 read = read_import(path, source_format or "auto")
                 parsed = renamed(read.sessions, as_id=as_id, prefix=prefix)
@@ -144,6 +146,7 @@ def import_(
                     parsed,
                     partial_lines=read.partial_lines,
                     allow_repairs=allow_repairs,
+                    progress=through.of(parsed).handled,
                 )
             except FormatError as exc:
                 if alone:
@@ -162,7 +165,7 @@ def import_(
             else:
                 outcomes.append(_Outcome(path, report))
                 stored_from.update((s.session_id, path) for s in report.sessions)
-            bar.update(1)
+            through.finished()
     reports = [o.report for o in outcomes if o.report is not None]
     for report in reports:
         for partial in report.partial_lines:
@@ -223,6 +226,44 @@ def _below(paths: tuple[Path, ...], recursive: bool) -> str:
         return ""
     deeper = sum(len(known_files(p)) - len(known_files(p, recursive=False)) for p in paths if p.is_dir())
     return f"; {deeper} more in sub-folders: pass --recursive to read them" if deeper else ""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # (read_file says what is wrong with it)
+        return 0
+
+
+class Through:
+    """How far an import is through a file, in its bytes: the share of its parsed messages handled
+    (each is counted and hashed, the work that grows with the file) of the file's size; all of them
+    once the file is done with (stored, or passed over)."""
+
+    def __init__(self, bar: Progress, size: int) -> None:
+        self.bar, self.size = bar, size
+        self.messages = 0  # parsed from the file
+        self.done = 0  # messages handled
+        self.shown = 0  # bytes reported to the bar
+
+    def of(self, parsed: Sequence[ParsedSession]) -> Through:
+        """This file's progress, now that it is parsed into these sessions."""
+        self.messages = sum(len(s.messages) for s in parsed)
+        return self
+
+    def handled(self, count: int) -> None:
+        """`count` more messages handled."""
+        self.done = min(self.messages, self.done + count)
+        self._show(self.size * self.done // self.messages if self.messages else 0)
+
+    def finished(self) -> None:
+        """The file is done with: all of its bytes."""
+        self._show(self.size)
+
+    def _show(self, at: int) -> None:
+        if at > self.shown:
+            self.bar.update(at - self.shown)
+            self.shown = at
 
 
 def _report_lines(report: ImportReport) -> list[str]:

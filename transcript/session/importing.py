@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
@@ -158,13 +158,15 @@ def store_parsed(
     *,
     partial_lines: tuple[PartialLine, ...] = (),
     allow_repairs: bool = False,
+    progress: Callable[[int], object] | None = None,
 ) -> ImportReport:
     """Store the sessions parsed from the file at `path` in format `name`, in one transaction; refused
     (`TooManyRepairs`, nothing stored) when synthetic results would answer too many of its calls,
-    unless `allow_repairs`."""
+    unless `allow_repairs` (`progress` is told how many more of the parsed messages were handled, as
+    they are)."""
     if not allow_repairs:
         check_repairs(path, name, parsed)
-    reports = import_sessions(store, counter, parsed, source=f"{name}:{Path(path).name}")
+    reports = import_sessions(store, counter, parsed, source=f"{name}:{Path(path).name}", progress=progress)
     return ImportReport(path=str(path), format=name, sessions=tuple(reports), partial_lines=partial_lines)
 
 
@@ -252,7 +254,12 @@ def _check_file(path: object) -> None:
 
 
 def import_sessions(
-    store: EventStore, counter: TokenCounter, parsed: Sequence[ParsedSession], *, source: str
+    store: EventStore,
+    counter: TokenCounter,
+    parsed: Sequence[ParsedSession],
+    *,
+    source: str,
+    progress: Callable[[int], object] | None = None,
 ) -> list[SessionReport]:
     """Store parsed sessions together; returns a report per session."""
     seen: set[str] = set()
@@ -264,7 +271,7 @@ def import_sessions(
         if session.session_id in seen:
             raise InvalidMessage(f"{source}: session id {session.session_id!r} appears twice in one import")
         seen.add(session.session_id)
-        write, appended, superseded, session, live = _plan_session(store, counter, session, source)
+        write, appended, superseded, session, live = _plan_session(store, counter, session, source, progress)
         writes.append(write)
         folds.append(live if _snapshot_due(live, write, appended) else None)
         reports.append(
@@ -316,7 +323,11 @@ def _snapshot(store: EventStore, live: LiveSession, written: Written) -> None:
 
 
 def _plan_session(
-    store: EventStore, counter: TokenCounter, session: ParsedSession, source: str
+    store: EventStore,
+    counter: TokenCounter,
+    session: ParsedSession,
+    source: str,
+    progress: Callable[[int], object] | None = None,
 ) -> tuple[SessionWrite, int, tuple[str, ...], ParsedSession, LiveSession]:
     """The write that brings the stored session up to the parsed one, how many messages it adds, the
     stored synthetic results it supersedes, the session as stored (its ids in its namespace), and
@@ -346,9 +357,13 @@ def _plan_session(
             )
         )
     prepared: dict[str, NewBody] = {}
+    if progress is not None:
+        progress(len(session.messages) - len(new))  # (stored already)
     for message in new:
         item = prepare(message, counter)
         prepared[item.message.id] = item
+        if progress is not None:
+            progress(1)
     reopened = {
         result.call_id: result.name or "" for message in superseded for result in message.tool_results
     }
