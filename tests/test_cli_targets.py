@@ -34,6 +34,8 @@ def store(tmp_path: Path) -> Path:
 def _command(kind: str, store: Path, target: Path) -> list[str]:
     if kind == "export":
         return ["export", "--db", str(store), "--session", "s", "-o", str(target)]
+    if kind == "export-state":  # (streamed as the log is read)
+        return ["export", "--db", str(store), "--session", "s", "--state", "-o", str(target)]
     if kind == "report":
         return ["report", "s", "--db", str(store), "-o", str(target)]
     return ["backup", "--db", str(store), str(target)]
@@ -76,6 +78,8 @@ def _check_bytes(kind: str, data: bytes, folder: Path) -> None:
     if kind == "export":
         document = msgspec.json.decode(data)
         assert document["messages"][0]["parts"][0]["text"] == "hello from the store"
+    elif kind == "export-state":
+        assert msgspec.json.decode(data)["session_id"] == "s" and data.endswith(b"\n")
     elif kind == "report":
         assert data.startswith(b"<!doctype html>") and data.rstrip().endswith(b"</html>")
     else:
@@ -86,7 +90,7 @@ def _check_bytes(kind: str, data: bytes, folder: Path) -> None:
             assert len(copy.session("s")) == 2
 
 
-@pytest.mark.parametrize("kind", ["export", "report", "backup"])
+@pytest.mark.parametrize("kind", ["export", "export-state", "report", "backup"])
 @pytest.mark.parametrize("linked", [False, True], ids=["fifo", "link-to-fifo"])
 def test_a_fifo_gets_the_bytes_and_stays_a_fifo(store: Path, tmp_path: Path, kind: str, linked: bool) -> None:
     fifo = _fifo(tmp_path)
