@@ -23,7 +23,7 @@ def _name(line: str) -> str:
 
 def test_the_core_dependency_list_pulls_no_framework() -> None:
     core = {_name(line) for line in PYPROJECT["dependencies"]}
-    assert core == {"sqlite-utils", "msgspec", "tiktoken", "click"}
+    assert core == {"sqlite-utils", "msgspec", "tiktoken", "click", "tabulate", "wcwidth"}
     installed = [Requirement(line) for line in requires("transcript-store") or []]
     unconditional = {r.name.lower() for r in installed if r.marker is None}
     assert unconditional == core  # the installed metadata says the same
