@@ -95,3 +95,23 @@ def test_a_cut_ends_at_a_word_when_one_is_near_and_counts_cells() -> None:
 def test_numbers_align_right_and_text_left() -> None:
     lines = table([("a", 1), ("日本", 12_345)], ("name", "count"))
     assert lines == ["name   count", "a          1", "日本  12,345"]
+
+
+@pytest.mark.parametrize("columns", [40, 70, 100])
+def test_search_and_the_timeline_fit_too(store: Path, columns: int) -> None:
+    env = {"COLUMNS": str(columns)}
+    runner = CliRunner()
+    for args in (["search", "migration script"], ["replay", "--session", "b"]):
+        result = runner.invoke(cli, [*args, "--db", str(store)], env=env)
+        assert result.exit_code == 0, result.output
+        assert max(wcswidth(line) for line in result.output.splitlines()) <= columns, result.output
+        wide = runner.invoke(cli, [*args, "--db", str(store), "--wide"], env=env)
+        piped = runner.invoke(cli, [*args, "--db", str(store)], env={"COLUMNS": ""})
+        assert wide.exit_code == 0 and wide.output == piped.output  # every column, as a pipe gets it
+        if columns == 40:
+            assert max(wcswidth(line) for line in wide.output.splitlines()) > columns
+
+
+def test_a_fit_step_naming_a_column_the_table_has_not_is_passed_over() -> None:
+    lines = table([("a" * 30, "b" * 30)], ("one", "two"), fit_to=40, fit=(("three", None), ("two", 10)))
+    assert lines[0].split() == ["one", "two"] and max(map(wcswidth, lines)) <= 40

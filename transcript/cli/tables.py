@@ -127,7 +127,9 @@ def _fitted(
     for name, limit in fit:
         if room() >= 0:
             break
-        i = list(header).index(name)
+        i = list(header).index(name) if name in header else -1
+        if i not in shown:  # (a column this table has not, or left out already)
+            continue
         if limit is None:
             shown.remove(i)
             limits.pop(i, None)
