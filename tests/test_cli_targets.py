@@ -180,3 +180,21 @@ def test_a_backup_to_stdout_on_a_pipe_is_the_store_alone(store: Path, tmp_path: 
     with Store.open(received, readonly=True) as copy:
         assert len(copy.session("s")) == 2
     assert f"({len(run.stdout):,} bytes), verified" in run.stderr.decode()  # what was done: on stderr
+
+
+@pytest.mark.parametrize("kind", ["export", "backup"])
+def test_stdout_named_as_the_target_is_written_through_even_onto_a_file(
+    store: Path, tmp_path: Path, kind: str
+) -> None:
+    # /proc/self/fd/1 is what /dev/stdout links to: the file the shell opened for `> out`, which a
+    # command must write into, never replace (replacing the link would break /dev/stdout).
+    out = tmp_path / "out"
+    with out.open("wb") as handle:
+        run = subprocess.run(
+            [PYTHON, "-m", "transcript", *_command(kind, store, Path("/proc/self/fd/1"))],
+            stdout=handle,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+    assert run.returncode == 0, run.stderr
+    _check_bytes(kind, out.read_bytes(), tmp_path)

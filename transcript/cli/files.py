@@ -39,16 +39,18 @@ def write_to(path: Path, writer: Callable[[Callable[[bytes], object]], object]) 
     """Write what `writer` writes, piece by piece through the function it is given, to `path`: the one
     way a command writes a file (`-o`, `backup`).
 
-    What is at the path decides how. A FIFO or a character device (or a link to one) is written
-    through, as `cat > PATH` does: a FIFO waits for its reader, the node stays what it was, and a
-    terminal gets every control character shown escaped (`output.terminal_json`). Anything else that
-    is not a regular file (a directory, a block device, a socket) is refused. Otherwise the bytes go
-    to a new file beside the target, readable by its owner only (mode 0600) and synced, which then
-    replaces the target whole: no reader ever sees half of it, an error on the way leaves the target as
-    it was, and a link planted at the path is replaced, never followed.
+    What is at the path decides how. Standard output (`/dev/stdout`, whatever stdout is), a FIFO or a
+    character device (or a link to one) is written through, as `cat > PATH` does: a FIFO waits for
+    its reader, the node stays what it was, and a terminal gets every control character shown
+    escaped (`output.terminal_json`). Anything else that is not a regular file (a directory, a block
+    device, a socket) is refused. Otherwise the bytes go to a new file beside the target, readable by
+    its owner only (mode 0600) and synced, which then replaces the target whole: no reader ever sees
+    half of it, an error on the way leaves the target as it was, and a link planted at the path is
+    replaced, never followed.
     """
-    if stream_kind(path) is not None:
-        _write_through(path, writer)
+    kind = stream_kind(path)
+    if kind is not None:
+        _write_through(path, kind, writer)
     else:
         _replace_whole(path, writer)
 
@@ -57,10 +59,16 @@ _STREAMS: Final = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device"}
 _REFUSED: Final = {stat.S_IFDIR: "a directory", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
 
 
+STDOUT: Final = "standard output"
+
+
 def stream_kind(path: Path) -> str | None:
-    """What `path` names when bytes are written through it, not a file put in its place: "a FIFO" or
-    "a character device" (through a link too); None for a regular file, a link to one, or nothing
-    yet. A directory, a block device or a socket is refused with a clear error."""
+    """What `path` names when bytes are written through it, not a file put in its place: `STDOUT`
+    (the file stdout writes to, `/dev/stdout` say, never replaced), "a FIFO" or "a character
+    device" (through a link too); None for a regular file, a link to one, or nothing yet. A
+    directory, a block device or a socket is refused with a clear error."""
+    if is_stdout(path):
+        return STDOUT
     try:
         mode = stat.S_IFMT(os.stat(path).st_mode)
     except FileNotFoundError:  # nothing there, or a link to nothing: a new file takes the name
@@ -78,16 +86,20 @@ def stream_kind(path: Path) -> str | None:
     )
 
 
-def _write_through(path: Path, writer: Callable[[Callable[[bytes], object]], object]) -> None:
-    """Write into the FIFO or character device at `path` (opened as it is: no file is created, nothing
-    truncated; a FIFO's open waits for a reader)."""
+def _write_through(path: Path, kind: str, writer: Callable[[Callable[[bytes], object]], object]) -> None:
+    """Write into standard output, or the FIFO or character device at `path` (opened as it is: no
+    file is created, nothing truncated; a FIFO's open waits for a reader)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        if kind == STDOUT:
+            sys.stdout.flush()
+            fd = os.dup(sys.stdout.fileno())
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
         raise click.ClickException(f"cannot write {safe(str(path))}: {exc.strerror}") from exc
     try:
         with os.fdopen(fd, "wb") as out:
-            if stat.S_IFMT(os.fstat(out.fileno()).st_mode) not in _STREAMS:
+            if kind != STDOUT and stat.S_IFMT(os.fstat(out.fileno()).st_mode) not in _STREAMS:
                 # Replaced by another kind of file between the look and the open: nothing written.
                 raise click.ClickException(f"cannot write {safe(str(path))}: it changed while it was opened")
             writer(_escaped(out.write) if os.isatty(out.fileno()) else out.write)

@@ -12,7 +12,7 @@ import click
 import msgspec
 
 from transcript.cli import legacy
-from transcript.cli.files import is_file, is_stdout, stream_kind, stream_result, write_file_to
+from transcript.cli.files import STDOUT, is_file, stream_kind, stream_result, write_file_to
 from transcript.cli.options import (
     db_option,
     format_choice,
@@ -376,8 +376,8 @@ def restore(file: Path, db_path: str | None, as_id: str | None, fmt: str) -> Non
 def backup(target: Path, db_path: str | None, fmt: str) -> None:
     """Copy the whole store to TARGET, consistently, while other processes go on writing; the copy is
     checked with `verify` before it takes TARGET's name (mode 0600). A FIFO or a character device
-    (`/dev/stdout` on a pipe: `backup /dev/stdout | ssh host 'cat > copy.db'`) is sent the checked
-    copy's bytes instead: it is made in a temporary file beside the store first."""
+    or standard output (`backup /dev/stdout | ssh host 'cat > copy.db'`) is sent the checked copy's
+    bytes instead: it is made in a temporary file beside the store first."""
     kind = stream_kind(target)
     if kind is None and target.exists():
         raise click.ClickException(f"{safe(str(target))} exists; a backup never replaces a file")
@@ -390,7 +390,7 @@ def backup(target: Path, db_path: str | None, fmt: str) -> None:
         sessions = len(store.sessions())
     data = {"path": str(target), "sessions": sessions, "bytes": size}
     text = f"backed up {sessions} sessions to {safe(str(target))} ({size:,} bytes), verified"
-    if kind is not None and is_stdout(target):  # the copy went to stdout: what was done goes to stderr
+    if kind == STDOUT:  # the copy went to stdout: what was done goes to stderr
         click.echo(text if fmt == "text" else json_text(data), err=True)
         return
     emit(data, fmt, text=[text])
