@@ -147,12 +147,31 @@ def test_a_regular_file_behind_a_link_is_still_replaced_not_followed(store: Path
     assert out.read_bytes().startswith(b"<!doctype html>")
 
 
-def test_a_backup_still_never_replaces_a_regular_file(store: Path, tmp_path: Path) -> None:
+def test_a_backup_replaces_a_regular_file_whole_so_it_runs_twice(store: Path, tmp_path: Path) -> None:
     existing = tmp_path / "copy.db"
-    existing.write_bytes(b"someone's file")
-    result = CliRunner().invoke(cli, _command("backup", store, existing))
-    assert result.exit_code == 1 and "never replaces a file" in result.output
-    assert existing.read_bytes() == b"someone's file"
+    existing.write_bytes(b"last night's copy")
+    earlier = tmp_path / "earlier.db"
+    os.link(existing, earlier)  # a reader of the old copy keeps it whole: it is replaced, not rewritten
+    for _ in range(2):
+        result = CliRunner().invoke(cli, _command("backup", store, existing))
+        assert result.exit_code == 0, result.output
+    assert earlier.read_bytes() == b"last night's copy"
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o600
+    with Store.open(existing, readonly=True) as copy:
+        assert len(copy.session("s")) == 2
+
+
+@pytest.mark.parametrize("named", ["store", "link", "wal"])
+def test_a_backup_onto_the_store_itself_is_refused(store: Path, tmp_path: Path, named: str) -> None:
+    with Store.open(store) as opened:  # (an open writer keeps the -wal beside the store)
+        before = store.read_bytes()
+        target = {"store": store, "link": tmp_path / "link.db", "wal": Path(f"{store}-wal")}[named]
+        if named == "link":
+            target.symlink_to(store)
+        assert target.exists()
+        result = CliRunner().invoke(cli, _command("backup", store, target))
+        assert result.exit_code == 1 and "a backup goes to another file" in result.output
+        assert store.read_bytes() == before and len(opened.session("s")) == 2
 
 
 def test_a_terminal_given_as_the_output_is_shown_controls_escaped(store: Path) -> None:

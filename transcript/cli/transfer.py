@@ -375,14 +375,15 @@ def restore(file: Path, db_path: str | None, as_id: str | None, fmt: str) -> Non
 @format_option
 def backup(target: Path, db_path: str | None, fmt: str) -> None:
     """Copy the whole store to TARGET, consistently, while other processes go on writing; the copy is
-    checked with `verify` before it takes TARGET's name (mode 0600). A FIFO or a character device
-    or standard output (`backup /dev/stdout | ssh host 'cat > copy.db'`) is sent the checked copy's
-    bytes instead: it is made in a temporary file beside the store first."""
+    checked with `verify` before it takes TARGET's name (mode 0600), replacing a file there whole (a
+    link there is replaced, not followed; the store itself is refused), so the same backup can run
+    every night. A FIFO, a character device or standard output (`backup /dev/stdout | ssh host 'cat
+    > copy.db'`) is sent the checked copy's bytes instead: it is made in a temporary file beside the
+    store first."""
     kind = stream_kind(target)
-    if kind is None and target.exists():
-        raise click.ClickException(f"{safe(str(target))} exists; a backup never replaces a file")
     with open_store(db_path, readonly=True) as store:
         if kind is None:
+            _check_elsewhere(store, target)
             store.backup(target)
             size = target.stat().st_size
         else:
@@ -394,6 +395,19 @@ def backup(target: Path, db_path: str | None, fmt: str) -> None:
         click.echo(text if fmt == "text" else json_text(data), err=True)
         return
     emit(data, fmt, text=[text])
+
+
+def _check_elsewhere(store: Store, target: Path) -> None:
+    """Refuse a target that is the store itself or a file SQLite keeps beside it (through a link too):
+    replacing it would take the file from under the processes writing to it."""
+    if not is_file(store.path) or not target.exists():
+        return
+    for own in (store.path, *(store.path + side for side in ("-wal", "-shm", "-journal"))):
+        if os.path.exists(own) and os.path.samefile(target, own):
+            raise click.ClickException(
+                f"{safe(str(target))} is the store {safe(store.path)} or a file SQLite keeps beside it; "
+                "a backup goes to another file"
+            )
 
 
 def _backup_through(store: Store, target: Path) -> int:
