@@ -314,3 +314,32 @@ def test_scan_secrets_on_the_command_line_never_prints_the_secret(tmp_path: Path
     clean = runner.invoke(cli, ["scan-secrets", "--db", str(path)])
     assert clean.exit_code == 0 and "0 likely secrets" in clean.output
     assert _traces(path, KEY) == [] and verify(path).ok
+
+
+def test_a_session_opened_from_its_snapshot_redacts_a_message_its_view_no_longer_shows(
+    tmp_path: Path,
+) -> None:
+    # Found by the interleaving state machine: a lazy open holds only what the view shows, and redact
+    # refused a message of the session that a full round had excluded.
+    from planner import CompactConfig
+    from transcript import Message, Store, ToolCall
+
+    path = tmp_path / "t.db"
+    with Store.open(path, tokenizer="chars/4") as store:
+        t = store.session("s", config=CompactConfig())
+        t.append(Message.system("sys"))
+        t.append(Message.user("the task", id="task"))
+        for n in range(12):
+            call = ToolCall(id=f"c{n}", name="Read", input={"n": n})
+            t.append_turn(
+                [
+                    Message.assistant(f"step {n}", tool_calls=[call], id=f"a{n}"),
+                    Message.tool_result(call.id, f"secret {n}\n" * 200, name="Read", id=f"r{n}"),
+                ]
+            )
+        t.compact(budget_tokens=t.visible_messages().tokens // 6, force=True)
+        assert "r0" not in {m.id for m in t.visible_messages().messages}
+    with Store.open(path, tokenizer="chars/4") as store:
+        t = store.session("s")
+        t.redact("r0", reason="a secret")
+        assert "secret 0" not in str(t.stored_messages())

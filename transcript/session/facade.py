@@ -593,7 +593,9 @@ class Transcript:
         stored body (`Store.redact`). The view shows the tombstone from then on."""
         check_type(message_id, str, "message_id")
         self._sync()
-        if message_id not in self._live.positions:
+        # (A session opened from a snapshot holds only what its view shows: the whole log says.)
+        live = self._live if message_id in self._live.positions else self._whole()
+        if message_id not in live.positions:
             raise InvalidArgument(f"message {message_id!r} is not in session {self.session_id!r}")
         done = redact_in(self.events, message_id, reason=reason, parts=parts, by=by)
         self._reload()
