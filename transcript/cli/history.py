@@ -248,6 +248,9 @@ def verify(
     lines += [f"  {safe(str(p))}" for p in report.problems]
     lines += [f"  acknowledged: {safe(str(loss))}" for loss in report.acknowledged]
     lines += [f"  session {safe(s)} point {d.point}: {safe(d.detail)}" for s, d in drifts]
+    if report.edits:
+        lines.append(f"{len(report.edits)} audited edits (redactions and erasures):")
+        lines += [f"  {safe(str(edit))}" for edit in report.edits]
     lines.append(
         "ok" if report.ok and not drifts else f"FAILED: {safe(str(report.first or drifts[0][1].detail))}"
     )

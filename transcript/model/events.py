@@ -227,13 +227,19 @@ class UsageRecorded(_Event, tag="usage_recorded", frozen=True):
 class RedactedBody(Value, frozen=True):
     """One body a redaction rewrote: the parts it replaced whole by the tombstone (`parts`) or scrubbed
     of quotes (`scrubbed`: a summary that quoted what was removed), and the content hash and record
-    digest of the body as rewritten — what the store must hold from then on."""
+    digest of the body as rewritten — what the store must hold from then on. `was_hash` and
+    `was_record` are the content hash and record digest of the body it replaced (empty in a redaction
+    written before they were kept): what the chain, or an earlier redaction, holds for it, so `verify`
+    follows each body from its append through every rewrite and names a redaction that covered an
+    edit."""
 
     message_id: str
     hash: str
     record: str
     parts: tuple[int, ...] = ()
     scrubbed: tuple[int, ...] = ()
+    was_hash: str = ""
+    was_record: str = ""
 
 
 class MessageRedacted(_Event, tag="message_redacted", frozen=True):
@@ -243,8 +249,13 @@ class MessageRedacted(_Event, tag="message_redacted", frozen=True):
     Written in every session that holds a rewritten body, in the transaction that rewrites it.
     `bodies` are the bodies of this session it rewrote (the message; summaries quoting it); `events`
     the earlier events of this session whose payload it rewrote (a checkpoint quoting it, a stored
-    error), as `(version, digest of the new payload)`. `removed` is a salted digest of what was
-    removed (the salt is given to the caller, never stored).
+    error), as `(version, digest of the new payload)`, and `replaced` the digests of the payloads
+    they replaced, as `(version, digest of the old payload)` (empty in a redaction written before they
+    were kept). `removed` is a salted digest of what was removed (the salt is given to the caller,
+    never stored).
+
+    A redaction that keeps what it replaced (`accountable`) leaves a head kept before it valid: the
+    chain it follows is the one that head vouched for, every rewrite named with both its digests.
     """
 
     message_id: str
@@ -254,6 +265,15 @@ class MessageRedacted(_Event, tag="message_redacted", frozen=True):
     bodies: tuple[RedactedBody, ...] = ()
     events: tuple[tuple[int, str], ...] = ()
     removed: str = ""
+    replaced: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def accountable(self) -> bool:
+        """Whether the event keeps the digest of everything it replaced (every body's old hash and
+        record, every rewritten payload's old digest): a redaction written by this release."""
+        return all(entry.was_hash for entry in self.bodies) and {v for v, _ in self.replaced} == {
+            v for v, _ in self.events
+        }
 
 
 class RoundClaimed(_Event, tag="round_claimed", frozen=True):

@@ -90,14 +90,14 @@ def plan_redaction(
     sessions = set(holders.get(message_id, set()))
     rewritten: dict[str, tuple[Message, BodyRow, RedactedBody]] = {}
     rewritten[message_id] = _rewrite(
-        row, redacted, parts=tuple(i for i in wanted if i not in message.redacted)
+        row, message, redacted, parts=tuple(i for i in wanted if i not in message.redacted)
     )
     # Summaries that quote what is removed, in the sessions that hold it (and in those that hold them).
     summaries = _summaries(recorder, sorted(sessions), exclude={message_id})
     for summary_row, summary in summaries:
         scrubbed, changed = scrubbed_message(summary, quotes) if quotes else (summary, ())
         if changed:
-            rewritten[summary.id] = _rewrite(summary_row, scrubbed, scrubbed=changed)
+            rewritten[summary.id] = _rewrite(summary_row, summary, scrubbed, scrubbed=changed)
     if len(rewritten) > 1:
         for holding in recorder.holders([m for m in rewritten if m != message_id]).values():
             sessions |= holding
@@ -107,12 +107,14 @@ def plan_redaction(
     removed_digest = salted_digest(salt, _TOKENS.encode(removed))
     for session_id in sorted(sessions):
         versions = []
+        replaced = []
         if quotes:
             for event_row in recorder.events(session_id, kinds="others"):
                 payload = _scrubbed_payload(session_id, event_row, quotes)
                 if payload is not None:
                     payloads.append(PayloadRewrite(session_id, event_row.version, payload))
                     versions.append((event_row.version, payload_digest(payload)))
+                    replaced.append((event_row.version, payload_digest(_bytes(event_row.payload))))
         bodies = tuple(
             entry for mid, (_, _, entry) in rewritten.items() if session_id in held.get(mid, set())
         )
@@ -124,6 +126,7 @@ def plan_redaction(
             bodies=bodies,
             events=tuple(versions),
             removed=removed_digest,
+            replaced=tuple(replaced),
         )
     return RedactionPlan([new_row for _, new_row, _ in rewritten.values()], payloads, events)
 
@@ -143,10 +146,18 @@ def _message(row: BodyRow) -> Message:
 
 
 def _rewrite(
-    row: BodyRow, message: Message, *, parts: tuple[int, ...] = (), scrubbed: tuple[int, ...] = ()
+    row: BodyRow,
+    old: Message,
+    message: Message,
+    *,
+    parts: tuple[int, ...] = (),
+    scrubbed: tuple[int, ...] = (),
 ) -> tuple[Message, BodyRow, RedactedBody]:
-    """The new row of a rewritten body: its bytes, content hash, counts recounted by the tokenizer that
-    counted it, and record digest."""
+    """The new row of a rewritten body (`old` as read from `row`, `message` as rewritten): its bytes,
+    content hash, counts recounted by the tokenizer that counted it, and record digest; and the entry
+    the redaction event keeps of it, with the content hash and record digest of the body it replaces
+    as the row holds it (re-derived from its bytes: an edit made before is named by `verify`, never
+    vouched for)."""
     data = encode_message(message)
     counts = _TOKENS.encode(message_tokens(message, get_counter(row.tokenizer)))
     digest = record_digest(data, counts, row.tokenizer)
@@ -155,7 +166,15 @@ def _rewrite(
     return (
         message,
         new_row,
-        RedactedBody(message_id=row.message_id, hash=content, record=digest, parts=parts, scrubbed=scrubbed),
+        RedactedBody(
+            message_id=row.message_id,
+            hash=content,
+            record=digest,
+            parts=parts,
+            scrubbed=scrubbed,
+            was_hash=body_hash(old),
+            was_record=record_digest(_bytes(row.body), _bytes(row.tokens), row.tokenizer),
+        ),
     )
 
 

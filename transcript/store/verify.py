@@ -47,6 +47,36 @@ from transcript.tokens import get_counter, message_tokens
 _TOKENS: Final = msgspec.json.Decoder(tuple[int, ...])
 
 
+class Edit(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One audited edit a session's log records: a redaction (`message_id`, its `parts` or all of it;
+    the `bodies` it rewrote in this session and how many of its event payloads) or an erasure (how
+    many `events` and `bodies` went), when (`at`, the event's time), why (`reason`) and by whom (`by`,
+    as the writer stated it), at `version` of `session_id`."""
+
+    kind: str  # "redaction" or "erasure"
+    session_id: str
+    version: int
+    at: str
+    reason: str
+    by: str = ""
+    message_id: str | None = None
+    parts: tuple[int, ...] = ()
+    bodies: tuple[str, ...] = ()
+    events: int = 0
+    erased_bodies: int = 0
+
+    def __str__(self) -> str:
+        who = f" by {self.by!r}" if self.by else " (no name given)"
+        if self.kind == "erasure":
+            what = f"erased {self.events} events and {self.erased_bodies} bodies"
+        else:
+            where = f" parts {list(self.parts)}" if self.parts else ""
+            what = f"redacted message {self.message_id!r}{where} ({len(self.bodies)} bodies"
+            what += f", {self.events} payloads)" if self.events else ")"
+        where = f"session {self.session_id!r} event {self.version} at {self.at}"
+        return f"{self.kind}: {where}: {what}{who}: {self.reason!r}"
+
+
 class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     """What `verify` checked and every problem it found, content problems first."""
 
@@ -64,6 +94,8 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     # Losses the anchor file named and someone acknowledged (`transcript.store.anchor`): information,
     # not problems.
     acknowledged: tuple[AcknowledgedLoss, ...] = ()
+    # Every redaction and erasure the logs hold, in session and version order: the audited edits.
+    edits: tuple[Edit, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -186,6 +218,7 @@ def check(
         events=sum(session.events for session in seen.values()),
         problems=tuple(problems),
         heads=heads,
+        edits=tuple(edit for session in seen.values() for edit in session.edits),
         unattested=tuple(sid for sid, session in seen.items() if session.unattested),
         anchored=len(anchors.heads),
         acknowledged=anchors.acknowledged,
@@ -285,6 +318,7 @@ class _Seen(NamedTuple):
     # The hash the chain holds at each version an anchor file kept (a version it does not reach left out).
     anchored: Mapping[int, str]
     appended: tuple[str, ...]  # the history's message ids, in order
+    edits: tuple[Edit, ...] = ()  # the redactions and erasures its log records
 
 
 def _check_sessions(
@@ -309,21 +343,25 @@ def _check_sessions(
 
 
 class _Audit(NamedTuple):
-    """What a session's redaction and erasure events vouch for: each rewritten body's latest entry
-    (with its redaction's reason), each rewritten event's latest payload digest, and the erasure the
-    log starts with (None: it starts at the genesis)."""
+    """What a session's redaction and erasure events vouch for: each rewritten body's entries in the
+    order its redactions wrote them (with each one's version and reason; the last is what the store
+    must hold), each rewritten event's latest payload digest and its rewrites (the version of the
+    redaction, the old digest it names or "" and the new one), and the erasure the log starts with
+    (None: it starts at the genesis)."""
 
-    bodies: dict[str, tuple[RedactedBody, str]]
+    bodies: dict[str, list[tuple[RedactedBody, str, int]]]
     events: dict[int, str]
+    rewrites: dict[int, list[tuple[int, str, str]]]
     erased: SessionErased | None
 
 
 def _audit(rows: list[tuple[Any, ...]]) -> _Audit:
     """Read the redaction and erasure events of a session's rows (damaged ones are named by the walk)."""
-    bodies: dict[str, tuple[RedactedBody, str]] = {}
+    bodies: dict[str, list[tuple[RedactedBody, str, int]]] = {}
     events: dict[int, str] = {}
+    rewrites: dict[int, list[tuple[int, str, str]]] = {}
     erased = None
-    for index, (_, kind, _, _, _, payload, _) in enumerate(rows):
+    for index, (version, kind, _, _, _, payload, _) in enumerate(rows):
         if kind not in ("message_redacted", "session_erased") or not isinstance(payload, (bytes, str)):
             continue
         try:
@@ -331,11 +369,15 @@ def _audit(rows: list[tuple[Any, ...]]) -> _Audit:
         except msgspec.DecodeError:
             continue
         if isinstance(event, MessageRedacted):
-            bodies.update((entry.message_id, (entry, event.reason)) for entry in event.bodies)
+            for entry in event.bodies:
+                bodies.setdefault(entry.message_id, []).append((entry, event.reason, version))
             events.update(event.events)
+            old = dict(event.replaced)
+            for rewritten, digest in event.events:
+                rewrites.setdefault(rewritten, []).append((version, old.get(rewritten, ""), digest))
         elif isinstance(event, SessionErased) and index == 0:
             erased = event
-    return _Audit(bodies, events, erased)
+    return _Audit(bodies, events, rewrites, erased)
 
 
 def _check_session(
@@ -357,6 +399,7 @@ def _check_session(
     last = (0, GENESIS)
     settled: list[str] = []
     read: list[tuple[int, str, Event]] = []  # every event read whole, with the commit it is of
+    edits: list[Edit] = []
     if audit.erased is not None:
         # The log before the erasure is gone; the erasure event chains from its last hash.
         prev, count = audit.erased.head, audit.erased.version
@@ -396,7 +439,14 @@ def _check_session(
             report("event_unreadable", str(exc))
             settled = [stored_hash]
             continue
-        settled = [*settled, stored_hash] if isinstance(event, RecordsAttested) else [stored_hash]
+        # A head kept before an attestation, or before a redaction that names what it replaced, is still
+        # the session's: only those follow it, and they change nothing a head vouched for unnamed.
+        follows = isinstance(event, RecordsAttested) or (
+            isinstance(event, MessageRedacted) and event.accountable
+        )
+        settled = [*settled, stored_hash] if follows else [stored_hash]
+        if isinstance(event, (MessageRedacted, SessionErased)):
+            edits.append(_edit(session_id, version, recorded_at, event))
         if event.kind != kind:
             report("event_kind", f"kind column {kind!r}, payload {event.kind!r}")
         read.append((version, recorded_at, event))
@@ -426,7 +476,9 @@ def _check_session(
                     message_id,
                 )
             elif message_id in audit.bodies and stored[0] != event.body_hash:
-                _check_redacted(report, seq, message_id, stored, audit.bodies[message_id], redacted)
+                _check_custody(report, seq, message_id, event, audit.bodies[message_id])
+                entry, reason, _ = audit.bodies[message_id][-1]
+                _check_redacted(report, seq, message_id, stored, (entry, reason), redacted)
             elif stored[0] != event.body_hash:
                 code, detail = (
                     ("redaction_unrecorded", "the body holds a tombstone no redaction event names")
@@ -459,9 +511,84 @@ def _check_session(
                         report("body_record", _RECORD_EDITED, message_id=message_id)
                     unrecorded.discard(message_id)
     _check_marks(session_id, _since_records(read), summaries, problems)
+    _check_rewrites(session_id, audit, problems)
     return _Seen(
-        count, last, frozenset(settled or [GENESIS]) | restored, bool(unrecorded), {}, tuple(appended)
+        count,
+        last,
+        frozenset(settled or [GENESIS]) | restored,
+        bool(unrecorded),
+        {},
+        tuple(appended),
+        tuple(edits),
     )
+
+
+def _edit(session_id: str, version: int, at: str, event: MessageRedacted | SessionErased) -> Edit:
+    if isinstance(event, SessionErased):
+        return Edit(
+            kind="erasure",
+            session_id=session_id,
+            version=version,
+            at=at,
+            reason=event.reason,
+            by=event.by,
+            events=event.version,
+            erased_bodies=event.bodies,
+        )
+    return Edit(
+        kind="redaction",
+        session_id=session_id,
+        version=version,
+        at=at,
+        reason=event.reason,
+        by=event.by,
+        message_id=event.message_id,
+        parts=event.parts,
+        bodies=tuple(entry.message_id for entry in event.bodies),
+        events=len(event.events),
+    )
+
+
+def _check_custody(
+    report: Any,
+    seq: int,
+    message_id: str,
+    appended: MessageAppended,
+    entries: list[tuple[RedactedBody, str, int]],
+) -> None:
+    """Each redaction of a body must have replaced the body the chain holds for it: the append's hash
+    and record, then each earlier redaction's. One that names another replaced an edit made before it
+    (a redaction cannot cover an edit)."""
+    held = (appended.body_hash, appended.record)
+    for entry, _, version in entries:
+        if entry.was_hash and (
+            entry.was_hash != held[0] or (held[1] and entry.was_record and entry.was_record != held[1])
+        ):
+            report(
+                "redaction_mismatch",
+                f"the redaction at event {version} replaced a body that is not the one the chain holds "
+                "(it was edited before the redaction)",
+                seq,
+                message_id,
+            )
+        held = (entry.hash, entry.record)
+
+
+def _check_rewrites(session_id: str, audit: _Audit, problems: list[Problem]) -> None:
+    """Each rewrite of an event's payload after the first must name, as the payload it replaced, the
+    one the rewrite before it recorded: the payloads a head vouched for are followed rewrite by
+    rewrite."""
+    for rewritten, chain in sorted(audit.rewrites.items()):
+        for (_, _, before), (version, was, _) in itertools.pairwise(chain):
+            if was and was != before:
+                _report(
+                    problems,
+                    session_id,
+                    version,
+                    "redaction_mismatch",
+                    f"it rewrote event {rewritten}, naming a payload that is not the one the redaction "
+                    "before it left",
+                )
 
 
 def _check_redacted(

@@ -1,0 +1,126 @@
+"""Accountable edits (issue 40, item 5): a redaction or an erasure keeps the digest of what it
+replaced, so a head kept before it still verifies; `verify` lists every one (when, what, why, who); a
+redaction cannot cover an edit made before it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+from click.testing import CliRunner
+
+from tests.backends import tamper_body
+from tests.test_redaction import _leaky_session, _quoting_summarizer
+from transcript import Message, Store, verify
+from transcript.cli import cli
+from transcript.model.events import EVENT_DECODER, EVENT_ENCODER, MessageRedacted, RedactedBody
+from transcript.store.log import EventLog
+
+
+def _compacted_leak(store: Store) -> tuple[str, str]:
+    """A session whose leaked key is in a tool result and in the checkpoint a full round recorded (so a
+    redaction rewrites bodies and event payloads)."""
+    leak, sid = _leaky_session(store)
+    t = store.session(sid, summarizer=_quoting_summarizer)
+    result = t.compact(budget_tokens=t.visible_messages().tokens // 3, manual=True, force=True)
+    assert result.outcome == "full_applied"
+    return leak, sid
+
+
+def test_a_head_kept_before_a_redaction_passes_expect_head_after_it(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    with Store.open(path) as store:
+        leak, sid = _compacted_leak(store)
+        kept = store.head(sid)[1]
+        done = store.redact(leak, reason="leaked AWS key", by="alice")
+        assert done.events >= 1 and len(done.bodies) == 2  # payloads and bodies were rewritten
+        redaction = store.events.read_log(sid)[0][-1].event
+        assert isinstance(redaction, MessageRedacted) and redaction.accountable
+        assert {v for v, _ in redaction.replaced} == {v for v, _ in redaction.events}
+        assert all(entry.was_hash and entry.was_record for entry in redaction.bodies)
+        assert store.head(sid)[1] != kept
+    report = verify(path, expect_heads={sid: kept})
+    assert report.ok, report.problems
+    result = CliRunner().invoke(cli, ["verify", "--db", str(path), "--expect-head", f"{sid}={kept[:16]}"])
+    assert result.exit_code == 0, result.output
+    # A head is still a head: once the session moved on with an append, the kept one no longer is.
+    with Store.open(path) as store:
+        store.session(sid).append(Message.user("go on"))
+    codes = [p.code for p in verify(path, expect_heads={sid: kept}).problems]
+    assert codes == ["head_unexpected"]
+
+
+def test_a_head_kept_before_an_erasure_passes_expect_head_after_it(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    with Store.open(path) as store:
+        _, sid = _compacted_leak(store)
+        kept = store.head(sid)[1]
+        store.erase(sid, reason="erasure request", by="dpo")
+    assert verify(path, expect_heads={sid: kept}).ok
+    assert [p.code for p in verify(path, expect_heads={sid: "ab" * 8}).problems] == ["head_unexpected"]
+
+
+def test_a_redaction_written_before_it_kept_what_it_replaced_still_decodes_and_hashes_the_same() -> None:
+    old = MessageRedacted(
+        message_id="m",
+        reason="x",
+        bodies=(RedactedBody(message_id="m", hash="h", record="r", parts=(0,)),),
+        events=((3, "d"),),
+    )
+    data = EVENT_ENCODER.encode(old)
+    assert b"was_" not in data and b"replaced" not in data  # the new fields add no byte to it
+    again = EVENT_DECODER.decode(data)
+    assert again == old and not again.accountable
+
+
+def test_verify_lists_every_redaction_and_erasure(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    with Store.open(path) as store:
+        leak, sid = _compacted_leak(store)
+        store.fork(sid, new_session_id="copy")
+        t = store.session("other")
+        t.append(Message.user("unrelated"))
+        store.redact(leak, reason="leaked AWS key", by="alice")
+        store.erase("other", reason="user asked", by="dpo")
+    report = verify(path)
+    assert report.ok, report.problems
+    listed = {(e.kind, e.session_id, e.message_id, e.reason, e.by) for e in report.edits}
+    assert len(report.edits) == 3 and listed == {
+        ("redaction", sid, leak, "leaked AWS key", "alice"),
+        ("redaction", "copy", leak, "leaked AWS key", "alice"),
+        ("erasure", "other", None, "user asked", "dpo"),
+    }
+    erasure = next(e for e in report.edits if e.kind == "erasure")
+    assert erasure.events == 1 and erasure.erased_bodies == 1 and erasure.at.startswith("20")
+    redaction = next(e for e in report.edits if e.session_id == sid)
+    assert leak in redaction.bodies and redaction.events >= 1
+    text = CliRunner().invoke(cli, ["verify", "--db", str(path)])
+    assert text.exit_code == 0, text.output
+    assert "3 audited edits" in text.output
+    assert f"redaction: session {sid!r}" in text.output and "by 'alice': 'leaked AWS key'" in text.output
+    assert "erasure: session 'other'" in text.output and "by 'dpo': 'user asked'" in text.output
+    as_json = CliRunner().invoke(cli, ["verify", "--db", str(path), "--format", "json"])
+    edits = json.loads(as_json.output)["report"]["edits"]
+    assert {(e["kind"], e["session_id"], e["reason"], e["by"]) for e in edits} == {
+        ("redaction", sid, "leaked AWS key", "alice"),
+        ("redaction", "copy", "leaked AWS key", "alice"),
+        ("erasure", "other", "user asked", "dpo"),
+    }
+
+
+def test_a_redaction_cannot_cover_an_edit_made_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    with Store.open(path) as store:
+        _, sid = _leaky_session(store)
+        goal = store.session(sid).stored_messages()[1]
+        # An editor outside the store changes what the user asked, then redacts it to hide the edit.
+        edited = msgspec.json.encode(goal).replace(b"fix the deploy script", b"delete the deploy logs")
+        assert isinstance(store.events, EventLog)
+        tamper_body(store.events, goal.id, edited)
+        assert "body_hash" in {p.code for p in verify(path).problems}
+        store.redact(goal.id, reason="cleanup", by="mallory")
+    problems = verify(path).problems
+    assert [(p.code, p.message_id) for p in problems] == [("redaction_mismatch", goal.id)], problems
+    assert "edited before the redaction" in problems[0].detail
