@@ -40,6 +40,7 @@ def restore_session(
     counter: TokenCounter,
     *,
     before_write: Callable[[], None] | None = None,
+    expect_head: str | None = None,
 ) -> str:
     """Rebuild an exported session under `session_id`; returns the id.
 
@@ -48,7 +49,10 @@ def restore_session(
     (versions 1, 2, 3, ...; dense `seq`; marks naming appended messages; served-view records that fit
     the view they describe), that its events chain to the head it states, and then `before_write`
     (the caller's checks of its fold). Raises `InvalidMessage` naming the first problem; nothing is
-    written. The copy ends with a `RestoredFrom` event naming the original's re-derived head.
+    written. The copy ends with a `RestoredFrom` event naming the original's re-derived head, marked
+    `unverified` when nothing vouched for it: the document stated no head and `expect_head` (a head
+    of the original kept elsewhere, or a prefix of it) was not given. Given, the events must chain to
+    it.
     """
     bodies = {body.message.id: body for body in (_restored(item, counter) for item in state.bodies)}
     _check_log([record.version for record in state.events], [record.event for record in state.events], bodies)
@@ -56,8 +60,13 @@ def restore_session(
     if before_write is not None:
         before_write()
     if events:
-        head = _chained(state)
-        events.append(RestoredFrom(session_id=state.session_id, version=len(events), head=head))
+        head = _chained(state, expect_head)
+        unverified = not state.head and expect_head is None
+        events.append(
+            RestoredFrom(session_id=state.session_id, version=len(events), head=head, unverified=unverified)
+        )
+    elif expect_head is not None:
+        raise InvalidMessage("the document holds no events, so no head can vouch for it; nothing was written")
     _copy(store, session_id, events, bodies, "restore into a new id")
     return session_id
 
@@ -68,10 +77,13 @@ def copy_session(
     counter: TokenCounter,
     *,
     before_write: Callable[[], None] | None = None,
+    expect_head: str | None = None,
 ) -> str:
     """Store an exported session as the very same log: its id, events, event times and so every hash,
-    after the checks a restore makes (the document must chain to the head it states). Returns the
-    id; `ConflictError` when the store already has a session of that id."""
+    after the checks a restore makes (the document must chain to the head it states, and to
+    `expect_head` when given). An exact copy keeps no record of where it came from, so a document
+    that states no head is refused unless `expect_head` vouches for it. Returns the id;
+    `ConflictError` when the store already has a session of that id."""
     if store.head(state.session_id)[0]:
         raise ConflictError(
             f"session {state.session_id!r} already exists in {store.path}; nothing was written"
@@ -80,8 +92,14 @@ def copy_session(
     _check_log([record.version for record in state.events], [record.event for record in state.events], bodies)
     if before_write is not None:
         before_write()
+    if state.events and not state.head and expect_head is None:
+        raise InvalidMessage(
+            "the document states no head, and an exact copy would keep its log with no record that "
+            "nothing vouched for it: give the head to expect, or restore it as a new session (marked "
+            "unverified); nothing was written"
+        )
     if state.events:
-        head = _chained(state)
+        head = _chained(state, expect_head)
         write = SessionWrite(
             state.session_id,
             0,
@@ -97,9 +115,10 @@ def copy_session(
     return state.session_id
 
 
-def _chained(state: SessionState) -> str:
+def _chained(state: SessionState, expect_head: str | None = None) -> str:
     """The head the document's events chain to under its session's id, as the exporting store chained
-    them; a document that states another head was edited since (`InvalidMessage`)."""
+    them; a document that states another head was edited since, and one that does not chain to
+    `expect_head` (a kept head, or a prefix of it) is not the one it was kept of (`InvalidMessage`)."""
     head = GENESIS
     for record in state.events:
         head = event_hash(
@@ -109,6 +128,11 @@ def _chained(state: SessionState) -> str:
         raise InvalidMessage(
             f"the document's events do not chain to the head it states ({state.head[:16]}…): it was "
             "edited after it was exported; nothing was written"
+        )
+    if expect_head is not None and not head.startswith(expect_head.lower()):
+        raise InvalidMessage(
+            f"the document's events chain to {head[:16]}…, not to the expected head {expect_head[:16]}…: "
+            "it is not the log that head was kept of; nothing was written"
         )
     return head
 

@@ -79,7 +79,9 @@ class RoundInput(NamedTuple):
     message (how fast the session grows, for the payback rule), `system_tokens` those of its system
     messages, `processes` the processes the host last registered (None: it registered none), which
     every checkpoint the round makes carries; `claim` a round's claim that no record has closed yet
-    (another compactor may be paying for its summary).
+    (another compactor may be paying for its summary); `diagnostics` the storage faults the session's
+    fold lives with (a body of the excluded history that is not stored), which the round's result
+    carries.
     """
 
     snapshot: TranscriptSnapshot
@@ -94,6 +96,7 @@ class RoundInput(NamedTuple):
     stored_tokens: int = 0
     processes: tuple[ProcessSnapshot, ...] | None = None
     claim: RoundClaimed | None = None
+    diagnostics: tuple[str, ...] = ()
 
 
 # How long a round's claim holds (`RoundClaimed`): longer than any summarizer call, retries included;
@@ -195,6 +198,7 @@ def round_steps(store: EventStore, given: RoundInput, options: RoundOptions) -> 
         _base(given.view_tokens, given.view_items, budget_tokens, manual, force),
         round_id=deps.new_id(),
         focus=options.focus,
+        diagnostics=given.diagnostics,
     )
     micro_on = config.micro_compact_enabled
     # A forced round goes straight to full compaction: the history is scanned for micro candidates only

@@ -248,6 +248,11 @@ def verify(
     lines += [f"  {safe(str(p))}" for p in report.problems]
     lines += [f"  acknowledged: {safe(str(loss))}" for loss in report.acknowledged]
     lines += [f"  session {safe(s)} point {d.point}: {safe(d.detail)}" for s, d in drifts]
+    if report.unverified:
+        lines.append(
+            "restored from a document nothing vouched for (check with --expect-head SESSION=ORIGINAL_HEAD): "
+            + ", ".join(safe(sid) for sid in report.unverified)
+        )
     if report.edits:
         lines.append(f"{len(report.edits)} audited edits (redactions and erasures):")
         lines += [f"  {safe(str(edit))}" for edit in report.edits]

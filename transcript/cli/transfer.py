@@ -348,10 +348,18 @@ def _history(messages: list[Any], wire: str) -> Any:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @db_option
 @click.option("--as", "as_id", default=None, help="The restored session's id (default: the exported one).")
+@click.option(
+    "--expect-head",
+    "expect_head",
+    default=None,
+    metavar="HASH",
+    help="A head of the original kept elsewhere (or 12+ hex digits of it): the document must chain to it.",
+)
 @format_option
-def restore(file: Path, db_path: str | None, as_id: str | None, fmt: str) -> None:
+def restore(file: Path, db_path: str | None, as_id: str | None, expect_head: str | None, fmt: str) -> None:
     """Restore a session from a state document (`export --state -o FILE`): the same log and the same
-    view, checked before anything is written; the session must not exist yet."""
+    view, checked before anything is written; the session must not exist yet. A document that states
+    no head, restored without --expect-head, is restored marked unverified (status and verify say so)."""
     try:
         state = SessionState.from_json(read_regular(file, "a session-state document"))
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
@@ -359,13 +367,17 @@ def restore(file: Path, db_path: str | None, as_id: str | None, fmt: str) -> Non
             f"{safe(str(file))} is no session-state document: {safe(str(exc))}"
         ) from exc
     with open_store(db_path, create=True) as store:
-        restored = store.restore(state, session_id=as_id)
+        restored = store.restore(state, session_id=as_id, expect_head=expect_head)
         view = restored.visible_messages()
         sid, messages = restored.session_id, len(restored)
+        unverified = restored.unverified
+    text = [f"restored {safe(sid)}: {messages} messages, view {view.tokens:,} tokens"]
+    if unverified:
+        text.append(f"unverified: {safe(unverified)}")
     emit(
-        {"session": sid, "messages": messages, "view_tokens": view.tokens},
+        {"session": sid, "messages": messages, "view_tokens": view.tokens, "unverified": unverified},
         fmt,
-        text=[f"restored {safe(sid)}: {messages} messages, view {view.tokens:,} tokens"],
+        text=text,
     )
 
 

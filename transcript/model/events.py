@@ -193,11 +193,16 @@ class ViewServed(_Event, tag="view_served", frozen=True):
 class RestoredFrom(_Event, tag="restored_from", frozen=True):
     """This session was restored from an exported document of another session's log, whose events
     chain (as the restore re-derived them, under that session's id) to `head` at `version`: a head
-    kept of the original vouches for the copy (`verify --expect-head COPY=HEAD`)."""
+    kept of the original vouches for the copy (`verify --expect-head COPY=HEAD`).
+
+    `unverified`: nothing vouched for the document's chain when it was restored — it stated no head,
+    and the restore was given none to expect — so its log (rounds, goals, summaries) is the
+    document's word alone; `status()` and `verify` say so until a kept head vouches for it."""
 
     session_id: str
     version: int
     head: str
+    unverified: bool = False
 
 
 class RecordsAttested(_Event, tag="records_attested", frozen=True):

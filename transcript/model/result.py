@@ -105,6 +105,9 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     focus: str = ""
     summary: str = ""
     hook_error: str = ""
+    # Storage faults the round lived with (`BODY_MISSING`: a body of the excluded history that is not
+    # stored stood as a placeholder): it ran on what could be read, and says so.
+    diagnostics: tuple[str, ...] = ()
 
     @property
     def saved_tokens(self) -> int:

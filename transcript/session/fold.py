@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 import msgspec
 
@@ -31,6 +32,7 @@ from transcript.model import (
     MessagesExcluded,
     ProcessesSet,
     ProcessSnapshot,
+    RestoredFrom,
     RoundClaimed,
     SessionStarted,
     TitleSet,
@@ -47,6 +49,9 @@ from transcript.model.sums import PrefixSums
 from transcript.model.usage import Calibration
 from transcript.session.incremental import LiveView
 from transcript.store.port import StoredBody, UnreadableEvent
+
+# A diagnostic: an append of the excluded history whose body is not stored stands as a placeholder.
+BODY_MISSING: Final = "BODY_MISSING"
 
 
 class LiveSession:
@@ -89,6 +94,10 @@ class LiveSession:
         # After a lazy open, `usage` holds only what came since the snapshot; this names the model
         # whose fit `calibration()` gave then (a one-element tuple; empty when none).
         self.calibrated: tuple[str | None, ...] = ()
+        # Storage faults the fold lives with (`BODY_MISSING`), as lines that status and rounds carry.
+        self.missing: tuple[str, ...] = ()
+        # The log came from a restore nothing vouched for (`RestoredFrom.unverified`): its version.
+        self.unverified = 0
 
     def add(self, message: Message, tokens: tuple[int, ...]) -> Entry:
         """Append one message at the next `seq`."""
@@ -208,6 +217,8 @@ class LiveSession:
             self.billed(version, event)
         elif isinstance(event, RoundClaimed):
             self.claim = event
+        elif isinstance(event, RestoredFrom) and event.unverified:
+            self.unverified = version
         self.version = version
 
     def billed(self, version: int, record: UsageRecorded) -> None:

@@ -50,3 +50,6 @@ class Status(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     processes: tuple[ProcessSnapshot, ...] = ()
     billed_calls: int = 0
     last_call: BilledCall | None = None
+    # Storage faults the session lives with (`BODY_MISSING`), and a restore no head vouched for
+    # (`RESTORE_UNVERIFIED`): it keeps working, and says so here.
+    diagnostics: tuple[str, ...] = ()

@@ -7,6 +7,7 @@ Writes of marks and compaction records (restore, fork) go through `mutate`, the 
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from transcript.session.importing import ImportReport, import_file
 from transcript.session.redacting import erase_in, redact_in
 from transcript.store.backends import open_backend
 from transcript.store.port import Erasure, EventStore, Purged, Redaction, SearchHit, SessionInfo
+from transcript.store.verify import check_expected_heads
 from transcript.tokens import CL100K, TokenCounter, get_counter
 
 
@@ -221,7 +223,13 @@ class Store:
                     os.unlink(name)
 
     def restore(
-        self, state: SessionState, *, session_id: str | None = None, exact: bool = False, **settings: Any
+        self,
+        state: SessionState,
+        *,
+        session_id: str | None = None,
+        exact: bool = False,
+        expect_head: str | None = None,
+        **settings: Any,
     ) -> Transcript:
         """Rebuild an exported session (`Transcript.export_state()`) in this file, in one transaction.
 
@@ -235,6 +243,11 @@ class Store:
         `exact=True` stores the very same log instead (what `transcript copy` does between stores):
         the same session id, events and event times, so the same hashes and head, and no record of the
         restore; `export_state()` of the copy is the document again.
+
+        `expect_head`, a head of the original kept elsewhere (or a prefix of at least 12 hex digits),
+        vouches for the document: its events must chain to it. A document that states no head, restored
+        without one, is restored marked unverified (`status().diagnostics`, `verify`'s `unverified`),
+        never trusted silently; an exact copy of one is refused.
         """
         from mutate.copy import copy_session, restore_session
         from transcript.session.restoring import check_candidate
@@ -245,12 +258,17 @@ class Store:
         target = session_id if session_id is not None else state.session_id
         check_session_id(target)
         check_flag(exact, "exact")
+        if expect_head is not None:
+            check_expected_heads({target: expect_head})
+        checks = functools.partial(check_candidate, state)
         if exact:
             if target != state.session_id:
                 raise InvalidArgument("an exact copy keeps the session's id (its hashes cover it)")
-            copy_session(self.events, state, self.counter, before_write=lambda: check_candidate(state))
+            copy_session(self.events, state, self.counter, before_write=checks, expect_head=expect_head)
             return self.session(target, **settings)
-        restore_session(self.events, state, target, self.counter, before_write=lambda: check_candidate(state))
+        restore_session(
+            self.events, state, target, self.counter, before_write=checks, expect_head=expect_head
+        )
         return self.session(target, **settings)
 
     def fork(

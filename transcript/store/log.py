@@ -67,6 +67,7 @@ from transcript.store.port import (
     Snapshot,
     StoredBody,
     UnreadableEvent,
+    missing_body,
     refuse_mutator_events,
 )
 from transcript.store.recorder import (
@@ -250,14 +251,17 @@ class EventLog:
         return self.recorder.change_token()
 
     @_serialized
-    def load(self, session_id: str) -> LoadedSession:
-        """The whole session, read in one consistent snapshot."""
+    def load(self, session_id: str, *, placeholders: bool = False) -> LoadedSession:
+        """The whole session, read in one consistent snapshot (`placeholders`: see `EventStore.load`)."""
         recorder = self.recorder
+        missing: list[tuple[int, int, str]] | None = [] if placeholders else None
         with recorder.reading():
             version = self.head(session_id)[0]
-            bodies = _history_bodies(session_id, recorder.history(session_id))
+            bodies = _history_bodies(session_id, recorder.history(session_id), missing)
+            if missing:
+                _check_missing(session_id, recorder, missing, len(bodies))
             others = _decode_events(session_id, recorder.events(session_id, kinds="others"))
-        return LoadedSession(version, bodies, others)
+        return LoadedSession(version, bodies, others, tuple(missing or ()))
 
     @_serialized
     def read_since(
@@ -942,10 +946,35 @@ def _conflict(session_id: str, version: int, expected: int) -> ConflictError:
     )
 
 
-def _history_bodies(session_id: str, rows: Iterable[HistoryRow]) -> list[StoredBody]:
+def _check_missing(
+    session_id: str, recorder: Recorder, missing: list[tuple[int, int, str]], history: int
+) -> None:
+    """A body the history's read did not find must be absent when looked up by its id too, and the
+    history must hold as many appends as the log numbers: otherwise the storage itself is damaged (an
+    index that disagrees with its table), which no placeholder may paper over — `StoreCorrupted`."""
+    found = {row.message_id for row in recorder.bodies([message_id for _, _, message_id in missing])}
+    for version, _, message_id in missing:
+        if message_id in found:
+            raise StoreCorrupted(
+                f"events row (session {session_id!r}, version {version}): the history's read finds no "
+                f"body of message {message_id!r}, a read by its id does (the storage is damaged)"
+            )
+    expected = recorder.next_seq(session_id)
+    if expected != history:
+        raise StoreCorrupted(
+            f"events (session {session_id!r}): the history holds {history} appends, its next seq reads "
+            f"{expected} (the storage is damaged)"
+        )
+
+
+def _history_bodies(
+    session_id: str, rows: Iterable[HistoryRow], missing: list[tuple[int, int, str]] | None = None
+) -> list[StoredBody]:
     """A whole history's bodies and counts, in order, decoded as the rows arrive in one tight loop:
     each append must come at the next seq and name a body that is stored and is that message
-    (`StoreCorrupted` naming the event or the row otherwise, as the live fold names them).
+    (`StoreCorrupted` naming the event or the row otherwise, as the live fold names them). With
+    `missing`, an append whose body is not stored gets the `missing_body` placeholder instead, and is
+    added to it.
 
     The collector is left running: what is decoded is untracked (`StoredBody`, messages), so its
     collections walk only the rows of the chunk being read; paused, its first collection afterwards
@@ -957,6 +986,10 @@ def _history_bodies(session_id: str, rows: Iterable[HistoryRow]) -> list[StoredB
         where = f"events row (session {session_id!r}, version {version})"
         if stored_seq != seq:
             raise StoreCorrupted(f"{where}: it appends seq {stored_seq!r}, the history's next is {seq}")
+        if (body is None or counts is None) and missing is not None and isinstance(message_id, str):
+            missing.append((version, seq, message_id))
+            bodies.append(missing_body(message_id))
+            continue
         if body is None or counts is None:
             raise StoreCorrupted(
                 f"{where}: it appends message {message_id!r}, and no body of that id is stored"

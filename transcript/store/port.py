@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import NamedTuple, Protocol
+from datetime import UTC, datetime
+from typing import Final, NamedTuple, Protocol
 
 import msgspec
 
@@ -199,11 +200,24 @@ class LogRecord(NamedTuple):
 
 
 class LoadedSession(NamedTuple):
-    """A whole session read in one snapshot: its version, history bodies in order, other events."""
+    """A whole session read in one snapshot: its version, history bodies in order, other events; and
+    the appends whose body is not stored (`(version, seq, message_id)`), each standing in `bodies` as
+    a `missing_body` placeholder (only when the read asked for placeholders)."""
 
     version: int
     bodies: list[StoredBody]
     events: list[tuple[int, Event | UnreadableEvent]]
+    missing: tuple[tuple[int, int, str], ...] = ()
+
+
+def missing_body(message_id: str) -> StoredBody:
+    """What stands for an appended message whose body is not stored (a storage fault): an empty user
+    message of its id, no tokens. A fold lets it stand only where the view never shows it (the
+    excluded history behind a summary); anywhere else the damage is `StoreCorrupted`."""
+    return StoredBody(Message(id=message_id, role="user", parts=(), created_at=_EPOCH), ())
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Purged(NamedTuple):
@@ -294,8 +308,10 @@ class EventStore(Protocol):
         """A consistent copy of the whole store in a new file at `target`, taken while others write."""
         ...
 
-    def load(self, session_id: str) -> LoadedSession:
-        """The whole session, read in one consistent snapshot."""
+    def load(self, session_id: str, *, placeholders: bool = False) -> LoadedSession:
+        """The whole session, read in one consistent snapshot. An append whose body is not stored is
+        `StoreCorrupted` naming it; with `placeholders`, it stands as `missing_body` and is listed in
+        `missing` (the fold decides whether it may stand)."""
         ...
 
     def read_since(

@@ -96,6 +96,10 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     acknowledged: tuple[AcknowledgedLoss, ...] = ()
     # Every redaction and erasure the logs hold, in session and version order: the audited edits.
     edits: tuple[Edit, ...] = ()
+    # Sessions restored from a document nothing vouched for (it stated no head, and the restore was
+    # given none to expect), but for those `expect_heads` vouched for: their logs are that document's
+    # word. Listed, not a problem: their chains hold.
+    unverified: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -219,6 +223,11 @@ def check(
         problems=tuple(problems),
         heads=heads,
         edits=tuple(edit for session in seen.values() for edit in session.edits),
+        unverified=tuple(
+            sid
+            for sid, session in seen.items()
+            if session.unverified and not _vouched(sid, session, expect_heads or {})
+        ),
         unattested=tuple(sid for sid, session in seen.items() if session.unattested),
         anchored=len(anchors.heads),
         acknowledged=anchors.acknowledged,
@@ -319,6 +328,7 @@ class _Seen(NamedTuple):
     anchored: Mapping[int, str]
     appended: tuple[str, ...]  # the history's message ids, in order
     edits: tuple[Edit, ...] = ()  # the redactions and erasures its log records
+    unverified: frozenset[str] = frozenset()  # the heads of restores nothing vouched for
 
 
 def _check_sessions(
@@ -400,6 +410,7 @@ def _check_session(
     settled: list[str] = []
     read: list[tuple[int, str, Event]] = []  # every event read whole, with the commit it is of
     edits: list[Edit] = []
+    unverified: set[str] = set()
     if audit.erased is not None:
         # The log before the erasure is gone; the erasure event chains from its last hash.
         prev, count = audit.erased.head, audit.erased.version
@@ -504,6 +515,8 @@ def _check_session(
                 report("mark_unknown", "excludes seqs that are not ascending disjoint ranges of the history")
             if isinstance(event, RestoredFrom):
                 restored.add(event.head)
+                if event.unverified:
+                    unverified.add(event.head)
             if isinstance(event, RecordsAttested):
                 for message_id, digest in event.records:
                     stored = bodies.get(message_id)
@@ -520,7 +533,14 @@ def _check_session(
         {},
         tuple(appended),
         tuple(edits),
+        frozenset(unverified),
     )
+
+
+def _vouched(session_id: str, session: _Seen, expected: Mapping[str, str]) -> bool:
+    """Whether a head the caller kept vouches for every unverified restore of the session's log."""
+    kept = expected.get(session_id)
+    return kept is not None and all(head.startswith(kept.lower()) for head in session.unverified)
 
 
 def _edit(session_id: str, version: int, at: str, event: MessageRedacted | SessionErased) -> Edit:
