@@ -16,21 +16,27 @@ view counting them. Anything else (a mark, another round's record) is the confli
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 import msgspec
 
-from transcript.model.errors import ConflictError
+from planner.intent import GOAL_CHARS, clip, contains_task, first_request
+from transcript.model.errors import ConflictError, WriteRefused
 from transcript.model.events import (
     CapsSet,
     CompactionRecorded,
     Event,
     MessageAppended,
+    MessageMarked,
+    MessagesExcluded,
     ProcessesSet,
     SnapshotRecorded,
     TitleSet,
     UsageRecorded,
     ViewServed,
 )
+from transcript.model.message import Message
+from transcript.model.result import CompactResult
 from transcript.store.port import EventStore, NewBody, SessionWrite, UnreadableEvent, Written
 from transcript.store.writer import writer_for
 
@@ -56,8 +62,13 @@ def commit(
     bodies: Mapping[str, NewBody] | None = None,
 ) -> Written:
     """Append one step's events in one transaction, checked against `expected_version` (or, when
-    only new messages came since, against the new head: see the module docstring)."""
+    only new messages came since, against the new head: see the module docstring).
+
+    A round's record must match the step it records (`check_round_record`): `WriteRefused`, nothing
+    written, for one that claims a summary the write does not carry, or whose checkpoint does not
+    carry the task the user gave."""
     write = SessionWrite(session_id, expected_version, events, dict(bodies or {}))
+    check_round_record(store, write)
     writer = writer_for(store)
     try:
         (done,) = writer.commit([write])
@@ -69,6 +80,90 @@ def commit(
         (done,) = writer.commit([write])
         return Written.of(write, done)._replace(shifted=shifted)
     return Written.of(write, done)
+
+
+def check_round_record(store: EventStore, write: SessionWrite) -> None:
+    """`WriteRefused` unless each round record of a step's write matches what the write carries — the
+    reverse of `transcript.store.explained` (every mark needs its record): a record that claims a
+    full step (`delta_count` messages summarized) comes after the summary it appends and exclusions
+    of at least that many messages; a summary with exclusions comes with a record; and the
+    step's checkpoint (the whole one the round carries) has a goal that holds the task the user gave,
+    as every round anchors it (`planner.summary.anchored_goal`) — a made-up record cannot hide the
+    request behind a summary of another goal. Imported compactions are the import's own record."""
+    events = write.events
+    excluded = 0
+    summary: Message | None = None
+    for position, event in enumerate(events, start=1):
+        if isinstance(event, MessagesExcluded):
+            excluded += event.count
+        elif isinstance(event, MessageMarked) and event.excluded and not event.retracted:
+            excluded += 1
+        elif isinstance(event, MessageAppended):
+            body = write.bodies.get(event.message_id)
+            if body is not None and body.message.kind == "summary":
+                summary = body.message
+        elif isinstance(event, CompactionRecorded):
+            result = event.result
+            if result.strategy == "imported":
+                return
+            # (A step may summarize no message of its own: only an earlier summary, which it
+            # excludes; its record then claims none.)
+            if result.delta_count > 0 and (summary is None or excluded < result.delta_count):
+                raise WriteRefused(
+                    f"session {write.session_id!r}: event {position} of the write records a round that "
+                    f"summarized {result.delta_count} messages, and the write appends "
+                    f"{'a' if summary is not None else 'no'} summary after excluding {excluded}: the record "
+                    "does not match the step it records; nothing was written"
+                )
+            if summary is not None:
+                _check_goal(store, write, position, result, summary)
+            excluded, summary = 0, None
+    if summary is not None and excluded:
+        raise WriteRefused(
+            f"session {write.session_id!r}: the write appends a summary after excluding {excluded} "
+            "messages, and records no round that made it; nothing was written"
+        )
+
+
+def _check_goal(
+    store: EventStore, write: SessionWrite, position: int, result: CompactResult, summary: Message
+) -> None:
+    """The round's checkpoint (whole: the carried one when the view shows less of it) has a goal
+    holding the task the user gave; without one, the summary itself holds it."""
+    task = _task(store, write.session_id)
+    if not task:
+        return
+    checkpoint = result.carried_checkpoint or result.checkpoint
+    held = checkpoint.goal if checkpoint is not None else summary.text
+    if not contains_task(held, task):
+        raise WriteRefused(
+            f"session {write.session_id!r}: event {position} of the write records a round whose "
+            f"{'checkpoint goal' if checkpoint is not None else 'summary'} does not hold the task the user "
+            "gave (every round carries it): a summary would hide the user's request; nothing was written"
+        )
+
+
+def _task(store: EventStore, session_id: str) -> str:
+    """The task the user gave the session, as a round's goal holds it (the first request, clipped as
+    `planner.intent.task_goal` clips it); "" when its history holds no request. Read from the start of
+    the log, a window at a time (the first request is near the start)."""
+    until = _FIRST_WINDOW
+    head = store.head(session_id)[0]
+    while True:
+        records, bodies = store.read_log(session_id, until=min(until, head))
+        messages = [
+            bodies[r.event.message_id].message
+            for r in records
+            if isinstance(r.event, MessageAppended) and r.event.message_id in bodies
+        ]
+        first = first_request(messages)
+        if first or until >= head:
+            return clip(first, GOAL_CHARS) if first else ""
+        until *= 8
+
+
+# How many events the first look for the task reads.
+_FIRST_WINDOW: Final = 64
 
 
 def _rebased(store: EventStore, write: SessionWrite) -> tuple[SessionWrite, tuple[int, int]] | None:
