@@ -20,8 +20,8 @@ from typing import Final
 
 import msgspec
 
-from planner.intent import GOAL_CHARS, clip, contains_task, first_request
-from transcript.model.errors import ConflictError, WriteRefused
+from planner.intent import GOAL_CHARS, clip, contains_task, first_request, normalize
+from transcript.model.errors import ConflictError, StoreCorrupted, WriteRefused
 from transcript.model.events import (
     CapsSet,
     CompactionRecorded,
@@ -135,7 +135,13 @@ def _check_goal(
         return
     checkpoint = result.carried_checkpoint or result.checkpoint
     held = checkpoint.goal if checkpoint is not None else summary.text
-    if not contains_task(held, task):
+    # A goal made to fit a small room keeps the task's opening only (`planner.full.clip_goal`, at
+    # least `_TASK_OPENING` characters of it, or half that after whitespace is folded), or gives way
+    # altogether (an empty goal, the room holding next to nothing): both are rounds' own, and pass.
+    if held and not (
+        contains_task(held, task, head=_TASK_OPENING)
+        or normalize(held).startswith(normalize(task)[: _TASK_OPENING // 2])
+    ):
         raise WriteRefused(
             f"session {write.session_id!r}: event {position} of the write records a round whose "
             f"{'checkpoint goal' if checkpoint is not None else 'summary'} does not hold the task the user "
@@ -145,12 +151,18 @@ def _check_goal(
 
 def _task(store: EventStore, session_id: str) -> str:
     """The task the user gave the session, as a round's goal holds it (the first request, clipped as
-    `planner.intent.task_goal` clips it); "" when its history holds no request. Read from the start of
-    the log, a window at a time (the first request is near the start)."""
+    `planner.intent.task_goal` clips it); "" when its history holds no request, or when the read
+    meets damage. Read from the start of the log, a window at a time (the first request is near the
+    start)."""
     until = _FIRST_WINDOW
     head = store.head(session_id)[0]
     while True:
-        records, bodies = store.read_log(session_id, until=min(until, head))
+        try:
+            records, bodies = store.read_log(session_id, until=min(until, head))
+        except StoreCorrupted:
+            # A log damaged there (a mark that cannot be read) cannot say what the task was: the round
+            # goes on without this check rather than stop on a storage fault.
+            return ""
         messages = [
             bodies[r.event.message_id].message
             for r in records
@@ -162,6 +174,9 @@ def _task(store: EventStore, session_id: str) -> str:
         until *= 8
 
 
+# How much of the task's opening (normalized) a goal must hold: a goal clipped to fit keeps at least
+# this much of it.
+_TASK_OPENING: Final = 20
 # How many events the first look for the task reads.
 _FIRST_WINDOW: Final = 64
 

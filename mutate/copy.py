@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from transcript.model.codec import normalize_message
-from transcript.model.errors import ConflictError, InvalidArgument, InvalidMessage
+from transcript.model.errors import (
+    ConflictError,
+    DuplicateMessage,
+    InvalidArgument,
+    InvalidMessage,
+    StoreCorrupted,
+    WriteRefused,
+)
 from transcript.model.events import (
     EVENT_ENCODER,
     Event,
@@ -225,10 +232,26 @@ def fork_session(store: EventStore, parent_id: str, point: int | None, session_i
         message_id: _body(body.message, body.tokens, tokenizers.get(message_id, ""))
         for message_id, body in stored.items()
     }
+    for record in records:
+        event = record.event
+        if isinstance(event, MessageAppended):
+            body = bodies.get(event.message_id)
+            if body is None or body.hash != event.body_hash:
+                raise StoreCorrupted(
+                    f"bodies row (message {event.message_id!r}): it is not the body session {parent_id!r} "
+                    f"appended at version {record.version} (run `transcript verify`); nothing was written"
+                )
     events: list[Event] = [ForkedFrom(parent_session_id=parent_id, point=head)]
     left_out = (ViewServed, UsageRecorded, SnapshotRecorded)
     events.extend(r.event for r in records if not isinstance(r.event, left_out))
-    _copy(store, session_id, events, bodies, "fork into a new id")
+    try:
+        _copy(store, session_id, events, bodies, "fork into a new id")
+    except (DuplicateMessage, InvalidArgument, InvalidMessage, WriteRefused) as exc:
+        # The parent's own log and bodies, copied as stored: a check of the write refusing them means
+        # they were damaged since they were written.
+        raise StoreCorrupted(
+            f"session {parent_id!r}: its stored log cannot be copied ({exc}) (run `transcript verify`)"
+        ) from exc
     return session_id
 
 

@@ -101,6 +101,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if corruption is not None and corruption.OUTCOMES:
         counts = ", ".join(f"{name} {count}" for name, count in corruption.OUTCOMES.items())
         terminalreporter.write_line(f"byte flips: {counts}")
+    if corruption is not None and corruption.BY_OPERATION:
+        for operation, found in corruption.BY_OPERATION.items():
+            counts = ", ".join(f"{name} {count}" for name, count in sorted(found.items()))
+            terminalreporter.write_line(f"byte flips, {operation}: {counts}")
     fleet = sys.modules.get("tests.test_fleet")
     if fleet is not None and fleet.FLEET:
         terminalreporter.write_line("fleet: " + ", ".join(f"{k} {v}" for k, v in fleet.FLEET.items()))

@@ -17,7 +17,7 @@ import msgspec
 from planner.config import CompactConfig
 from projection.digest import digest_view
 from projection.view import View
-from transcript.model.errors import SessionNotFound, TranscriptError
+from transcript.model.errors import SessionNotFound, StoreCorrupted, StoreUnavailable, TranscriptError
 from transcript.model.events import (
     CompactionRecorded,
     MessageAppended,
@@ -77,6 +77,7 @@ class Replayer:
         if not records and until is None:
             raise SessionNotFound(f"no session {session_id!r} in {store.path}")
         self._start(session_id, records, bodies)
+        self._stored = True
 
     @classmethod
     def over(cls, session_id: str, records: list[LogRecord], bodies: dict[str, StoredBody]) -> Replayer:
@@ -92,6 +93,9 @@ class Replayer:
         self.config = CompactConfig()
         self._excluded: list[int] = []
         self._summary: tuple[int, str | None] | None = None
+        # Read from a store (not a document held in memory): what cannot be folded was damaged since
+        # it was written, `StoreCorrupted` whatever it broke.
+        self._stored = False
 
     @property
     def head(self) -> int:
@@ -109,6 +113,20 @@ class Replayer:
 
     def apply(self, record: LogRecord) -> None:
         """Fold one more event."""
+        if not self._stored:
+            self._apply(record)
+            return
+        try:
+            self._apply(record)
+        except (StoreCorrupted, StoreUnavailable):
+            raise
+        except (TranscriptError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            raise StoreCorrupted(
+                f"session {self.session_id!r}: event {record.version} of its stored log cannot be folded "
+                f"({exc}) (run `transcript verify`)"
+            ) from exc
+
+    def _apply(self, record: LogRecord) -> None:
         event = record.event
         if isinstance(event, MessageAppended):
             body = self._body(event)
@@ -144,7 +162,10 @@ class Replayer:
     def _body(self, event: MessageAppended) -> StoredBody:
         body = self.bodies.get(event.message_id)
         if body is None:
-            raise TranscriptError(f"the log appends {event.message_id!r} but no body is stored for it")
+            raise StoreCorrupted(
+                f"session {self.session_id!r}: the log appends {event.message_id!r} but no body is stored "
+                "for it (run `transcript verify`)"
+            )
         return body
 
     def point(self, kind: PointKind, change: str = "", result: CompactResult | None = None) -> Point:
