@@ -37,6 +37,7 @@ from transcript.model.events import (
 )
 from transcript.model.message import Message
 from transcript.model.result import CompactResult
+from transcript.store.log import refuse_unexplained_marks
 from transcript.store.port import EventStore, NewBody, SessionWrite, UnreadableEvent, Written
 from transcript.store.writer import writer_for
 
@@ -89,7 +90,11 @@ def check_round_record(store: EventStore, write: SessionWrite) -> None:
     of at least that many messages; a summary with exclusions comes with a record; and the
     step's checkpoint (the whole one the round carries) has a goal that holds the task the user gave,
     as every round anchors it (`planner.summary.anchored_goal`) — a made-up record cannot hide the
-    request behind a summary of another goal. Imported compactions are the import's own record."""
+    request behind a summary of another goal. Imported compactions are the import's own record.
+
+    The log's own checks of a mutator's write (`refuse_unexplained_marks`: every mark explained, range
+    exclusions well formed) come first, so a write both break is refused for what the log names."""
+    refuse_unexplained_marks([write])
     events = write.events
     excluded = 0
     summary: Message | None = None
