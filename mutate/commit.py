@@ -84,16 +84,14 @@ def commit(
 
 
 def check_round_record(store: EventStore, write: SessionWrite) -> None:
-    """`WriteRefused` unless each round record of a step's write matches what the write carries — the
-    reverse of `transcript.store.explained` (every mark needs its record): a record that claims a
-    full step (`delta_count` messages summarized) comes after the summary it appends and exclusions
-    of at least that many messages; a summary with exclusions comes with a record; and the
-    step's checkpoint (the whole one the round carries) has a goal that holds the task the user gave,
-    as every round anchors it (`planner.summary.anchored_goal`) — a made-up record cannot hide the
-    request behind a summary of another goal. Imported compactions are the import's own record.
-
-    The log's own checks of a mutator's write (`refuse_unexplained_marks`: every mark explained, range
-    exclusions well formed) come first, so a write both break is refused for what the log names."""
+    """`WriteRefused` unless each round record of a step's write matches what the write carries: the
+    log's own checks of a mutator's write first (`refuse_unexplained_marks`: every mark explained,
+    range exclusions well formed, and the reverse, `transcript.store.explained.unmatched_records`: a
+    record that claims a full step comes after the summary and the exclusions it claims); then a
+    summary appended after exclusions comes with a record, and the step's checkpoint (the whole one
+    the round carries) has a goal that holds the task the user gave, as every round anchors it
+    (`planner.summary.anchored_goal`) — a made-up record cannot hide the request behind a summary of
+    another goal. Imported compactions are the import's own record."""
     refuse_unexplained_marks([write])
     events = write.events
     excluded = 0
@@ -111,15 +109,6 @@ def check_round_record(store: EventStore, write: SessionWrite) -> None:
             result = event.result
             if result.strategy == "imported":
                 return
-            # (A step may summarize no message of its own: only an earlier summary, which it
-            # excludes; its record then claims none.)
-            if result.delta_count > 0 and (summary is None or excluded < result.delta_count):
-                raise WriteRefused(
-                    f"session {write.session_id!r}: event {position} of the write records a round that "
-                    f"summarized {result.delta_count} messages, and the write appends "
-                    f"{'a' if summary is not None else 'no'} summary after excluding {excluded}: the record "
-                    "does not match the step it records; nothing was written"
-                )
             if summary is not None:
                 _check_goal(store, write, position, result, summary)
             excluded, summary = 0, None

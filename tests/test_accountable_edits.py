@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from mutate.commit import commit
 from tests.backends import tamper_body
 from tests.test_redaction import _leaky_session, _quoting_summarizer
+from tests.test_seed_features import _forge
 from transcript import Message, Store, TextPart, Transcript, verify
 from transcript.cli import cli
 from transcript.model.checkpoint import Checkpoint
@@ -260,10 +261,10 @@ def test_a_made_up_round_record_is_refused_at_write(tmp_path: Path) -> None:
             commit(store.events, sid, version, events, bodies)
         # A record claiming more than the write excludes, or a summary the write does not exclude for.
         events, bodies = _forged_round(t, "fix the deploy script", delta=hidden + 5)
-        with pytest.raises(WriteRefused, match="does not match the step it records"):
+        with pytest.raises(WriteRefused, match="does not hold the summary and the exclusions it claims"):
             commit(store.events, sid, version, events, bodies)
         events, bodies = _forged_round(t, "fix the deploy script", delta=3, exclude=False)
-        with pytest.raises(WriteRefused, match="does not match the step it records"):
+        with pytest.raises(WriteRefused, match="does not hold the summary and the exclusions it claims"):
             commit(store.events, sid, version, events, bodies)
         events, bodies = _forged_round(t, "fix the deploy script", delta=hidden)
         commit_without_record = events[:-1]
@@ -290,3 +291,20 @@ def test_a_message_of_the_excluded_history_is_redacted_after_an_open_from_a_snap
         with pytest.raises(InvalidArgument, match="is not in session"):
             t.redact("no-such-message", reason="x")
     assert verify(path).ok
+
+
+def test_a_round_record_past_the_mutator_is_refused_by_the_log_and_named_by_verify(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    with Store.open(path) as store:
+        _, sid = _leaky_session(store)
+        claimed = CompactionRecorded(
+            result=CompactResult(outcome="full_applied", strategy="checkpoint", delta_count=12)
+        )
+        # The log itself refuses a record of a step its write does not hold.
+        version = store.head(sid)[0]
+        with pytest.raises(WriteRefused, match="does not hold the summary and the exclusions it claims"):
+            commit(store.events, sid, version, [claimed])
+        assert verify(path).ok
+        _forge(store, sid, claimed)  # written past the library, chained as the log chains it
+    problems = verify(path).problems
+    assert [(p.code, p.session_id, p.version) for p in problems] == [("round_unmatched", sid, version + 1)]

@@ -96,3 +96,30 @@ def _retracts_only(mark: MessageMarked | MessagesExcluded) -> bool:
     if isinstance(mark, MessagesExcluded):
         return False
     return mark.retracted and mark.excluded and not mark.truncated and mark.projection is None
+
+
+def unmatched_records(
+    events: Iterable[tuple[int, Hashable, Event]], summaries: Container[str]
+) -> Iterator[tuple[int, CompactionRecorded]]:
+    """The reverse rule: the round records that claim a full step (`delta_count` messages summarized)
+    with no summary appended, or fewer messages excluded, since the record before them — a record
+    made up to describe what the log does not hold. (A step may summarize only an earlier summary:
+    its record claims none. An import's compaction is the import's own record.)"""
+    excluded = 0
+    summarized = False
+    for version, _, event in events:
+        if isinstance(event, MessagesExcluded):
+            excluded += event.count
+        elif isinstance(event, MessageMarked) and _excludes_only(event):
+            excluded += 1
+        elif isinstance(event, MessageAppended) and event.message_id in summaries:
+            summarized = True
+        elif isinstance(event, (CompactionRecorded, ImportRecorded)):
+            if (
+                isinstance(event, CompactionRecorded)
+                and event.result.strategy != "imported"
+                and event.result.delta_count > 0
+                and (not summarized or excluded < event.result.delta_count)
+            ):
+                yield version, event
+            excluded, summarized = 0, False

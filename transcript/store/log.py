@@ -50,7 +50,7 @@ from transcript.model.events import (
 )
 from transcript.model.hashing import GENESIS, event_hash, record_digest, snapshot_digest
 from transcript.store.anchor import HeadAnchor as HeadAnchor, read_anchor as read_anchor
-from transcript.store.explained import unexplained_marks
+from transcript.store.explained import unexplained_marks, unmatched_records
 from transcript.store.port import (
     Committed,
     Erasure,
@@ -103,6 +103,14 @@ def refuse_unexplained_marks(writes: Sequence[SessionWrite]) -> None:
     for write in writes:
         summaries = {key for key, body in write.bodies.items() if body.message.kind == "summary"}
         events = ((position, 0, event) for position, event in enumerate(write.events, start=1))
+        for position, record in unmatched_records(
+            ((position, 0, event) for position, event in enumerate(write.events, start=1)), summaries
+        ):
+            raise WriteRefused(
+                f"session {write.session_id!r}: event {position} of the write records a round that "
+                f"summarized {record.result.delta_count} messages, and the write does not hold the summary "
+                "and the exclusions it claims; nothing was written"
+            )
         for position, mark in unexplained_marks(events, summaries):
             target = repr(mark.message_id) if isinstance(mark, MessageMarked) else f"seqs {mark.ranges!r:.80}"
             raise WriteRefused(

@@ -40,7 +40,7 @@ from transcript.model.hashing import GENESIS, body_hash, event_hash, payload_dig
 from transcript.model.message import Message
 from transcript.model.redaction import is_tombstone
 from transcript.store.anchor import AcknowledgedLoss, Anchor, held_at, read_anchor
-from transcript.store.explained import unexplained_marks
+from transcript.store.explained import unexplained_marks, unmatched_records
 from transcript.store.recorder import Problem as Problem, Recorder
 from transcript.tokens import get_counter, message_tokens
 
@@ -653,7 +653,17 @@ def _check_marks(
     session_id: str, events: list[tuple[int, str, Event]], summaries: set[str], problems: list[Problem]
 ) -> None:
     """Name each mark of a session that no round record or import record explains (one commit is one
-    `recorded_at`: the log stamps every event of a commit with the same)."""
+    `recorded_at`: the log stamps every event of a commit with the same), and each round record that
+    claims a summary and exclusions its log does not hold."""
+    for version, _ in unmatched_records(events, summaries):
+        _report(
+            problems,
+            session_id,
+            version,
+            "round_unmatched",
+            "a round record claims messages summarized that no summary and exclusions before it hold "
+            "(written past the mutator)",
+        )
     for version, mark in unexplained_marks(events, summaries):
         _report(
             problems,
