@@ -6,17 +6,31 @@ full round excluded): the session keeps appending, serving and compacting, each 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.backends import tamper_body
+from tests.backends import MEMORY, POSTGRES, SQLITE_FILE, tamper_body
 from tests.test_redaction import _leaky_session, _quoting_summarizer
 from transcript import Message, Store, StoreCorrupted, ToolCall, verify
 from transcript.store.log import EventLog
+from transcript.store.memory import MemoryRecorder
 
 
-def _excluded_and_shown(path: Path) -> tuple[str, list[str], list[str]]:
+@pytest.fixture(params=[SQLITE_FILE, MEMORY, POSTGRES], ids=lambda backend: backend.name)
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    backend = request.param
+    cluster = request.getfixturevalue("postgres_cluster") if backend is POSTGRES else None
+    found = backend.location(tmp_path, cluster)
+    yield found
+    if found.startswith("memory://"):
+        MemoryRecorder.discard(found)
+    if cluster is not None:
+        cluster.drop_schema(found)
+
+
+def _excluded_and_shown(path: Path | str) -> tuple[str, list[str], list[str]]:
     with Store.open(path) as store:
         _, sid = _leaky_session(store)
         t = store.session(sid, summarizer=_quoting_summarizer)
@@ -27,14 +41,14 @@ def _excluded_and_shown(path: Path) -> tuple[str, list[str], list[str]]:
     return sid, [m for m in stored if m not in shown], [m for m in stored if m in shown]
 
 
-def _delete_body(path: Path, message_id: str) -> None:
+def _delete_body(path: Path | str, message_id: str) -> None:
     with Store.open(path) as store:
         assert isinstance(store.events, EventLog)
         tamper_body(store.events, message_id, None)
 
 
-def test_one_missing_excluded_body_rounds_still_run_and_verify_names_it(tmp_path: Path) -> None:
-    path = tmp_path / "t.db"
+def test_one_missing_excluded_body_rounds_still_run_and_verify_names_it(location: str) -> None:
+    path = location
     sid, excluded, _ = _excluded_and_shown(path)
     gone = excluded[3]
     _delete_body(path, gone)
