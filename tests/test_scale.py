@@ -86,7 +86,8 @@ def test_a_full_round_writes_its_exclusions_as_one_event_naming_what_it_summariz
     result = t.compact(budget_tokens=4_000, force=True)
     assert result.outcome == "full_applied"
     kinds = _kinds(t)[before:]
-    assert kinds == ["messages_excluded", "message_appended", "compaction_recorded"]
+    # (A full round is followed by a snapshot of its fold, stored with its chained record.)
+    assert kinds == ["messages_excluded", "message_appended", "compaction_recorded", "snapshot_recorded"]
     records, _ = t.events.read_log(t.session_id)
     (event,) = [r.event for r in records if isinstance(r.event, MessagesExcluded)]
     excluded = [e.seq for e in t.messages().entries if e.flags.excluded]
