@@ -11,6 +11,7 @@ the library could make (a row's bytes changed, a body deleted) is made per backe
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -195,3 +196,21 @@ def _postgres_edit(recorder: object, statement: str, params: tuple[object, ...])
         conn.execute("SET LOCAL session_replication_role = replica")
         conn.execute(statement, params)
     return True
+
+
+SHARED_BACKENDS = (SQLITE_FILE, MEMORY, POSTGRES)
+
+
+@pytest.fixture(params=SHARED_BACKENDS, ids=lambda backend: backend.name)
+def shared_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A new, empty store on each backend a second open shares (a SQLite file, the in-process
+    backend, PostgreSQL), removed after the test: for tests that reopen what they wrote."""
+    backend = request.param
+    cluster = request.getfixturevalue("postgres_cluster") if backend is POSTGRES else None
+    where = backend.location(tmp_path, cluster)
+    yield where
+    if where.startswith("memory://"):
+        MemoryRecorder.discard(where)
+    if cluster is not None:
+        cluster.drop_schema(where)
+

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.backends import shared_location  # noqa: F401  (a fixture the suite shares)
 from tests.pgserver import Cluster, bin_dir
 
 settings.register_profile(

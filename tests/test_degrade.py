@@ -6,28 +6,20 @@ full round excluded): the session keeps appending, serving and compacting, each 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.backends import MEMORY, POSTGRES, SQLITE_FILE, tamper_body
+from tests.backends import tamper_body
 from tests.test_redaction import _leaky_session, _quoting_summarizer
 from transcript import Message, Store, StoreCorrupted, ToolCall, verify
 from transcript.store.log import EventLog
-from transcript.store.memory import MemoryRecorder
 
 
-@pytest.fixture(params=[SQLITE_FILE, MEMORY, POSTGRES], ids=lambda backend: backend.name)
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    backend = request.param
-    cluster = request.getfixturevalue("postgres_cluster") if backend is POSTGRES else None
-    found = backend.location(tmp_path, cluster)
-    yield found
-    if found.startswith("memory://"):
-        MemoryRecorder.discard(found)
-    if cluster is not None:
-        cluster.drop_schema(found)
+@pytest.fixture
+def location(shared_location: str) -> str:
+    """A store on each backend a second open shares (`tests.backends.shared_location`)."""
+    return shared_location
 
 
 def _excluded_and_shown(path: Path | str) -> tuple[str, list[str], list[str]]:

@@ -13,31 +13,20 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.backends import MEMORY, POSTGRES, SQLITE_FILE, Backend
 from tests.conftest import PROJECT_ROOT, PYTHON
 from tests.pgserver import Cluster
 from transcript import AsyncTranscript, ConflictError, Message, Store, ToolCall, Transcript, verify
 from transcript.model.events import RoundClaimed
-from transcript.store.memory import MemoryRecorder
-
-SHARED = (SQLITE_FILE, MEMORY, POSTGRES)
 
 
-@pytest.fixture(params=SHARED, ids=[b.name for b in SHARED])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    backend: Backend = request.param
-    cluster: Cluster | None = request.getfixturevalue("postgres_cluster") if backend is POSTGRES else None
-    where = backend.location(tmp_path, cluster)
-    yield where
-    if where.startswith("memory://"):
-        MemoryRecorder.discard(where)
-    if cluster is not None:
-        cluster.drop_schema(where)
+@pytest.fixture
+def location(shared_location: str) -> str:
+    """A store on each backend a second open shares (`tests.backends.shared_location`)."""
+    return shared_location
 
 
 def _stored_ids(location: str, session_id: str) -> list[str]:

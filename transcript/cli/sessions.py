@@ -223,14 +223,7 @@ def search(
         ],
         ("session", "seq", "role", *(["also in"] if shared else []), "match"),
         fit_to=None if wide else terminal_width(),
-        fit=(
-            ("match", 60),
-            ("also in", 20),
-            ("match", 40),
-            ("session", 24),
-            ("also in", None),
-            ("match", 24),
-        ),
+        fit=_SEARCH_FIT,
     )
     emit(rows, fmt, text=lines if rows else [f"no message holds {safe(phrase)!r}"])
 
