@@ -213,4 +213,3 @@ def shared_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
         MemoryRecorder.discard(where)
     if cluster is not None:
         cluster.drop_schema(where)
-

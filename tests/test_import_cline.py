@@ -105,7 +105,8 @@ def test_roo_code_native_tool_results_and_reasoning_are_read_as_they_are() -> No
     ]
     results = [r for m in session.messages for r in m.tool_results if not (m.metadata or {}).get("synthetic")]
     assert [r.call_id for r in results] == [b["tool_use_id"] for b in written]
-    assert not any(r.is_error for r in results)  # Roo says failures in the text; it sets no is_error
+    # Roo sets no is_error: a failure says so in its text (the access denied, the failed write)
+    assert [r.call_id for r in results if r.is_error] == ["r2", "r3"]
     assert_paired(session.messages)
     reasoning = [p.text for m in session.messages for p in m.parts if isinstance(p, ReasoningPart)]
     blocks = [
@@ -151,3 +152,50 @@ def test_a_result_answers_the_pending_call_of_its_tool_first() -> None:
     blocks = [{"type": "text", "text": f"[{name} for 'x'] Result:\n{name}"} for name in ("b", "a")]
     turned, _ = written_back({"role": "user", "content": blocks}, [("1", "a"), ("2", "b")])
     assert [(r["tool_use_id"], r["content"]) for r in turned["content"]] == [("2", "b"), ("1", "a")]
+
+
+def test_a_native_result_that_says_its_tool_failed_is_marked_failed(tmp_path: Path) -> None:
+    # Roo Code 3.5x writes native results without `is_error`: the failure is in the text, as in a real
+    # 3.53.0 history (an access denied by .rooignore, a write that failed); a command that ran and
+    # exited non-zero is the tool working, not failing.
+    def call(call_id: str, name: str) -> dict[str, Any]:
+        return {"type": "tool_use", "id": call_id, "name": name, "input": {"path": "x"}}
+
+    def result(call_id: str, text: str) -> dict[str, Any]:
+        return {"type": "tool_result", "tool_use_id": call_id, "content": text}
+
+    history = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "<user_message>fix it</user_message>"}],
+            "ts": 1,
+        },
+        {"role": "assistant", "content": [call("a", "read_file"), call("b", "write_to_file")], "ts": 2},
+        {
+            "role": "user",
+            "content": [
+                result("a", 'File: .env\nError: {"status":"error","type":"access_denied"}'),
+                result("b", '{"status":"error","message":"The tool execution failed"}'),
+            ],
+            "ts": 3,
+        },
+        {"role": "assistant", "content": [call("c", "execute_command"), call("d", "read_file")], "ts": 4},
+        {
+            "role": "user",
+            "content": [
+                result(
+                    "c", "Command execution was not successful.\nExit code: 2\nOutput:\nerror: no such file"
+                ),
+                result("d", "File: src/a.py\n 1 | Error: is a word in this file"),
+            ],
+            "ts": 5,
+        },
+    ]
+    task = tmp_path / "1778058138487"
+    task.mkdir()
+    (task / "api_conversation_history.json").write_text(json.dumps(history))
+    (session,) = parse(task / "api_conversation_history.json", "cline")
+    failed = {
+        result.call_id: result.is_error for message in session.messages for result in message.tool_results
+    }
+    assert failed == {"a": True, "b": True, "c": False, "d": False}

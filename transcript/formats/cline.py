@@ -22,6 +22,7 @@ stem for a file under another name). Message ids `<session>/<index>`.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +39,8 @@ UI_FILE: Final = "ui_messages.json"
 RESULT_HEADER: Final = re.compile(r"\[([A-Za-z0-9_.:-]+)(?: for .*?)?\] Result:", re.DOTALL)
 _FAILED: Final = ("The tool execution failed", "The user denied this operation")
 _ENVIRONMENT: Final = "<environment_details>"
+# Roo Code's read result for a file it may not read: `File: PATH` then its JSON error on the next line.
+_ROO_DENIED: Final = re.compile(r'\A[^\n]*\nError: \{"status":\s*"error"')
 
 
 def parse(path: str | Path) -> list[ParsedSession]:
@@ -84,6 +87,7 @@ def written_back(message: dict[str, Any], pending: list[tuple[str, str]]) -> tup
     results: list[dict[str, Any]] = []
     rest: list[Any] = []
     current: dict[str, Any] | None = None  # the result the blocks that follow may still belong to
+    native = False  # a native result was marked failed
     for block in content:
         text = block.get("text") if isinstance(block, dict) and block.get("type") == "text" else None
         header = RESULT_HEADER.match(text) if isinstance(text, str) else None
@@ -103,16 +107,43 @@ def written_back(message: dict[str, Any], pending: list[tuple[str, str]]) -> tup
         ):
             current["content"] = [_text(text)]  # Cline 3.0: the output in the block after its header
             current["is_error"] = text.lstrip().startswith(_FAILED)
+        elif isinstance(block, dict) and block.get("type") == "tool_result" and "is_error" not in block:
+            # Roo Code writes native results without `is_error`; a failure says so in its text.
+            current = None
+            marked = {**block, "is_error": _failed(block.get("content"))}
+            rest.append(marked)
+            native = native or marked["is_error"]
         else:
             current = None
             rest.append(block)
     if not results:
-        return message, 0
+        return ({**message, "content": rest}, 0) if native else (message, 0)
     for result in results:
         parts = result["content"]
         if len(parts) == 1:
             result["content"] = parts[0]["text"]
     return {**message, "content": results + rest}, len(results)
+
+
+def _failed(content: object) -> bool:
+    """Whether a result's text says its tool failed: Cline's and Roo Code's own words for a failed or
+    denied tool, an `Error:` line, or Roo Code's JSON error object (`{"status": "error", ...}`)."""
+    if isinstance(content, list):
+        content = next(
+            (p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"), ""
+        )
+    if not isinstance(content, str):
+        return False
+    text = content.lstrip()
+    if text.startswith((*_FAILED, "Error:", "Error ")):
+        return True
+    if text.startswith("{"):
+        try:
+            decoded = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(decoded, dict) and decoded.get("status") == "error"
+    return _ROO_DENIED.search(text[:300]) is not None
 
 
 def _answering(tool: str, open_calls: list[tuple[str, str]]) -> str:
