@@ -308,3 +308,22 @@ def test_a_round_record_past_the_mutator_is_refused_by_the_log_and_named_by_veri
         _forge(store, sid, claimed)  # written past the library, chained as the log chains it
     problems = verify(path).problems
     assert [(p.code, p.session_id, p.version) for p in problems] == [("round_unmatched", sid, version + 1)]
+
+
+def test_a_session_opened_from_its_snapshot_knows_it_is_unverified_without_reading_its_log(
+    tmp_path: Path,
+) -> None:
+    from transcript.session import snapshots
+    from transcript.session.facade import live_session
+
+    forged, _ = _forged_document(tmp_path)
+    path = tmp_path / "t.db"
+    with Store.open(path) as store:
+        copy = store.restore(forged, session_id="copy")
+        assert snapshots.store(copy.events, live_session(copy)) is not None
+    with Store.open(path) as store:
+        lazy = store.session("copy")
+        assert lazy._live.lazy  # opened from the snapshot: only what the view shows was read
+        assert lazy.unverified.startswith("RESTORE_UNVERIFIED")
+        assert lazy.continuation_prompt().startswith("[Note: this session was restored from a document")
+        assert lazy._live.lazy  # and it still is

@@ -825,7 +825,7 @@ class Transcript:
         registered = self._live.processes
         lines = None if registered is None else tuple(process_line(p) for p in registered)
         prompt = continuation_prompt(chosen, processes=lines)
-        if self._whole().unverified:
+        if self._live.unverified:
             # The record it is made from came with a document nothing vouched for: the model is told.
             prompt = _UNVERIFIED_NOTE + prompt
         return prompt
@@ -837,7 +837,7 @@ class Transcript:
         one that stated no head, given none to expect): a `RESTORE_UNVERIFIED` line; "" when it is
         not."""
         self._sync()
-        version = self._whole().unverified
+        version = self._live.unverified
         if not version:
             return ""
         return (

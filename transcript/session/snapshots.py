@@ -112,6 +112,8 @@ class FoldState(msgspec.Struct, frozen=True, kw_only=True):
     served_tokens: tuple[tuple[int, int, bool], ...] = ()
     fits: tuple[Calibration, ...] = ()
     calibrated: tuple[str | None, ...] = ()
+    # The version of a restore nothing vouched for (`RestoredFrom.unverified`; 0: none).
+    unverified: int = 0
 
 
 _ENCODER: Final = msgspec.json.Encoder()
@@ -151,6 +153,7 @@ def state_of(live: LiveSession) -> FoldState | None:
         served_tokens=_open_served(live),
         fits=tuple(live.fits.values()),
         calibrated=_calibrated(live),
+        unverified=live.unverified,
     )
 
 
@@ -257,6 +260,7 @@ def lazy_live(
     live.answered = {version for version, _, answered in state.served_tokens if answered}
     live.fits = {fit.model: fit for fit in state.fits}
     live.calibrated = state.calibrated
+    live.unverified = state.unverified
     live.rendered.reset()
     return live
 

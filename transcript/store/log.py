@@ -102,10 +102,8 @@ def refuse_unexplained_marks(writes: Sequence[SessionWrite]) -> None:
     write explains (`transcript.store.explained`): even the capability writes marks only with one."""
     for write in writes:
         summaries = {key for key, body in write.bodies.items() if body.message.kind == "summary"}
-        events = ((position, 0, event) for position, event in enumerate(write.events, start=1))
-        for position, record in unmatched_records(
-            ((position, 0, event) for position, event in enumerate(write.events, start=1)), summaries
-        ):
+        events = [(position, 0, event) for position, event in enumerate(write.events, start=1)]
+        for position, record in unmatched_records(events, summaries):
             raise WriteRefused(
                 f"session {write.session_id!r}: event {position} of the write records a round that "
                 f"summarized {record.result.delta_count} messages, and the write does not hold the summary "
